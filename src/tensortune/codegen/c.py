@@ -1,0 +1,282 @@
+"""Turn a lowered ``PrimFunc`` into C99 + OpenMP for the host.
+
+Parallel loops become ``omp parallel for``; vectorized loops become GCC vector-type code
+(see ``simd.py``) or, where that does not apply, ``omp simd`` loops; loops marked unrolled
+were expanded by ``lower.py``; small local tiles become register variables. The source
+also holds ``tt_packed`` (arguments as an array) and ``tt_time`` (a C timing loop), so the
+runner never times through Python.
+
+Example:
+    >>> src = emit_c(lower(sch.func), Target.host())
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+
+from ..tir.arith import Ranges, bound, simplify
+from ..tir.expr import (
+    BinOp,
+    BufferLoad,
+    Call,
+    Cast,
+    Expr,
+    FloatImm,
+    IntImm,
+    Not,
+    Select,
+    Var,
+    is_float,
+)
+from ..tir.printer import Namer
+from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
+from .target import Target
+
+CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
+         "bool": "int32_t"}
+STACK_LIMIT = 64 * 1024  # larger local buffers go to the heap
+_C_WORDS = {"int", "float", "double", "char", "long", "short", "void", "return", "for", "if",
+            "else", "while", "do", "static", "const", "restrict", "auto", "register", "main",
+            "signed", "unsigned", "struct", "union", "enum", "case", "switch", "break",
+            "default", "goto", "sizeof", "typedef", "volatile", "extern", "inline"}
+
+HEADER = r"""#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#include <time.h>
+static inline int32_t tt_floordiv(int32_t a, int32_t b) {
+  int32_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int32_t tt_floormod(int32_t a, int32_t b) {
+  int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline float tt_maxf(float a, float b) { return a > b ? a : b; }
+static inline float tt_minf(float a, float b) { return a < b ? a : b; }
+static inline double tt_maxd(double a, double b) { return a > b ? a : b; }
+static inline double tt_mind(double a, double b) { return a < b ? a : b; }
+static inline int32_t tt_maxi(int32_t a, int32_t b) { return a > b ? a : b; }
+static inline int32_t tt_mini(int32_t a, int32_t b) { return a < b ? a : b; }
+static inline void* tt_alloc(size_t n) {
+  void* p = NULL; if (posix_memalign(&p, 64, n ? n : 64) != 0) abort(); return p; }
+"""
+
+TIMER = r"""
+static double tt_now(void) {
+  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * t.tv_nsec; }
+/* Times tt_packed: one discarded warm-up call, then `repeat` timings of `number` calls
+   each; number = 0 picks it so one repeat lasts at least min_repeat_s. flush > 0 writes
+   `flush` bytes before each repeat to evict the caches. Returns number used. */
+int tt_time(void** args, int number, int repeat, double min_repeat_s, long flush, double* out) {
+  char* junk = flush > 0 ? (char*)malloc((size_t)flush) : NULL;
+  double t0 = tt_now();
+  if (tt_packed(args) != 0) return -1;
+  double once = tt_now() - t0;
+  if (number <= 0) {
+    t0 = tt_now(); tt_packed(args); once = tt_now() - t0;
+    number = once > 0 ? (int)ceil(min_repeat_s / once) : 1000;
+    if (number < 1) number = 1;
+    if (number > 100000) number = 100000;
+  }
+  for (int r = 0; r < repeat; ++r) {
+    if (junk) memset(junk, r + 1, (size_t)flush);
+    t0 = tt_now();
+    for (int n = 0; n < number; ++n) tt_packed(args);
+    out[r] = (tt_now() - t0) / number;
+  }
+  free(junk);
+  return number;
+}
+"""
+
+
+def c_ident(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    if not s or s[0].isdigit() or s in _C_WORDS or keyword.iskeyword(s) or s.startswith("tt_"):
+        s = "b_" + s
+    return s
+
+
+def c_float(v: float, dtype: str) -> str:
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    if math.isnan(v):
+        return "NAN"
+    s = repr(float(v))
+    return s + "f" if dtype == "float32" else s
+
+
+class CEmitter:
+    """Emits one lowered function; ``simd.py`` extends it with vector code."""
+
+    def __init__(self, func: PrimFunc, target: Target) -> None:
+        self.func = func
+        self.target = target
+        self.namer = Namer()
+        self.bufname: dict[Buffer, str] = {}
+        self.promoted: dict[Buffer, tuple[int, str]] = {}  # buffer -> (lanes, vector type)
+        self.ranges: Ranges = {}
+        self.lines: list[str] = []
+        self.vtypes: set[tuple[str, int]] = set()
+        used: set[str] = set()
+        for b in (*func.params, *func.alloc_buffers):
+            self._name_buffer(b, used)
+        self.used = used
+
+    def _name_buffer(self, b: Buffer, used: set[str]) -> str:
+        n, base, k = c_ident(b.name), c_ident(b.name), 1
+        while n in used:
+            n, k = f"{base}_{k}", k + 1
+        used.add(n)
+        self.bufname[b] = n
+        return n
+
+    # ---------------------------------------------------------------- expressions
+    def var(self, v: Var) -> str:
+        return c_ident(self.namer(v))
+
+    def flat(self, buf: Buffer, indices: tuple[Expr, ...]) -> Expr:
+        e: Expr = IntImm(0)
+        for i, n in zip(indices, buf.shape, strict=True):
+            e = BinOp("+", BinOp("*", e, IntImm(n), "int32"), i, "int32")
+        return simplify(e, self.ranges)
+
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Var):
+            return self.var(e)
+        if isinstance(e, IntImm):
+            return str(e.value)
+        if isinstance(e, FloatImm):
+            return c_float(e.value, e.dtype)
+        if isinstance(e, BufferLoad):
+            return self.load(e.buffer, self.flat(e.buffer, e.indices))
+        if isinstance(e, BinOp):
+            a, b = self.expr(e.a), self.expr(e.b)
+            if e.op in ("min", "max"):
+                sfx = {"float32": "f", "float64": "d"}.get(e.dtype, "i")
+                return f"tt_{e.op}{sfx}({a}, {b})"
+            if e.op in ("//", "%") and not is_float(e.dtype):
+                ra, rb = bound(e.a, self.ranges), bound(e.b, self.ranges)
+                if ra is not None and rb is not None and ra[0] >= 0 and rb[0] > 0:
+                    return f"({a} {'/' if e.op == '//' else '%'} {b})"
+                return f"tt_floor{'div' if e.op == '//' else 'mod'}({a}, {b})"
+            if e.op == "//":
+                return f"floor({a} / {b})"
+            if e.op == "%":
+                return f"fmod({a}, {b})"
+            return f"({a} {e.op} {b})"
+        if isinstance(e, Not):
+            return f"(!{self.expr(e.a)})"
+        if isinstance(e, Select):
+            return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
+        if isinstance(e, Cast):
+            return f"(({CTYPE[e.dtype]})({self.expr(e.value)}))"
+        if isinstance(e, Call):
+            fn = e.name + ("f" if e.dtype == "float32" else "")
+            return f"{fn}({', '.join(self.expr(a) for a in e.args)})"
+        raise TypeError(f"codegen: cannot emit {type(e).__name__}")
+
+    def load(self, buf: Buffer, flat: Expr) -> str:
+        if buf in self.promoted:
+            w, _ = self.promoted[buf]
+            v = flat.value if isinstance(flat, IntImm) else None
+            assert v is not None, "promoted tile accessed with a non-constant index"
+            return f"{self.bufname[buf]}_r{v // w}[{v % w}]"
+        return f"{self.bufname[buf]}[{self.expr(flat)}]"
+
+    # ---------------------------------------------------------------- statements
+    def emit(self, line: str, ind: int) -> None:
+        self.lines.append("  " * ind + line)
+
+    def stmt(self, s: Stmt, ind: int) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x, ind)
+        elif isinstance(s, BufferStore):
+            flat = self.flat(s.buffer, s.indices)
+            self.emit(f"{self.load(s.buffer, flat)} = {self.expr(s.value)};", ind)
+        elif isinstance(s, IfThenElse):
+            self.emit(f"if ({self.expr(s.cond)}) {{", ind)
+            self.stmt(s.then, ind + 1)
+            if s.else_ is not None:
+                self.emit("} else {", ind)
+                self.stmt(s.else_, ind + 1)
+            self.emit("}", ind)
+        elif isinstance(s, For):
+            self.loop(s, ind)
+        elif isinstance(s, Allocate):
+            self.allocate(s, ind)
+        else:
+            raise TypeError(f"codegen: cannot emit {type(s).__name__}")
+
+    def loop(self, s: For, ind: int) -> None:
+        self.ranges[s.var] = (0, s.extent - 1)
+        if s.kind == ForKind.VECTORIZED and self.vector_loop(s, ind):
+            return
+        v = self.var(s.var)
+        if s.kind == ForKind.PARALLEL:
+            self.emit("#pragma omp parallel for schedule(static)", ind)
+        elif s.kind == ForKind.VECTORIZED:
+            self.emit("#pragma omp simd", ind)
+        elif s.kind == ForKind.UNROLLED:
+            self.emit(f"#pragma GCC unroll {min(s.extent, 64)}", ind)
+        unroll = s.annotation("pragma_unroll")
+        if unroll:
+            self.emit(f"#pragma GCC unroll {int(unroll)}", ind)
+        self.emit(f"for (int32_t {v} = 0; {v} < {s.extent}; ++{v}) {{", ind)
+        self.stmt(s.body, ind + 1)
+        self.emit("}", ind)
+
+    def vector_loop(self, s: For, ind: int) -> bool:
+        return False  # overridden by simd.SimdEmitter
+
+    def allocate(self, s: Allocate, ind: int) -> None:
+        b = s.buffer
+        name = self._name_buffer(b, self.used)
+        ct = CTYPE[b.dtype]
+        nbytes = b.size * (8 if b.dtype in ("float64", "int64") else 4)
+        if self.try_promote(s, ind):
+            self.stmt(s.body, ind)
+        elif nbytes <= STACK_LIMIT:
+            self.emit(f"{ct} {name}[{b.size}] __attribute__((aligned(64)));", ind)
+            self.stmt(s.body, ind)
+        else:
+            self.emit("{", ind)
+            self.emit(f"{ct}* restrict {name} = ({ct}*)tt_alloc({nbytes});", ind + 1)
+            self.stmt(s.body, ind + 1)
+            self.emit(f"free({name});", ind + 1)
+            self.emit("}", ind)
+
+    def try_promote(self, s: Allocate, ind: int) -> bool:
+        return False  # overridden by simd.SimdEmitter
+
+    # ---------------------------------------------------------------- function
+    def function(self) -> str:
+        f = self.func
+        params = [f"{CTYPE[b.dtype]}* restrict {self.bufname[b]}" for b in f.params]
+        body_lines: list[str] = []
+        self.lines = body_lines
+        for b in f.alloc_buffers:
+            ct = CTYPE[b.dtype]
+            nbytes = b.size * (8 if b.dtype in ("float64", "int64") else 4)
+            self.emit(f"{ct}* restrict {self.bufname[b]} = ({ct}*)tt_alloc({nbytes});", 1)
+        self.stmt(f.body, 1)
+        for b in f.alloc_buffers:
+            self.emit(f"free({self.bufname[b]});", 1)
+        self.emit("return 0;", 1)
+        unpack = ", ".join(f"({CTYPE[b.dtype]}*)args[{i}]" for i, b in enumerate(f.params))
+        out = [HEADER, self.vector_typedefs(),
+               f"int32_t tt_kernel({', '.join(params)}) {{", *body_lines, "}",
+               f"int32_t tt_packed(void** args) {{ return tt_kernel({unpack}); }}", TIMER]
+        return "\n".join(out)
+
+    def vector_typedefs(self) -> str:
+        return ""
+
+
+def emit_c(func: PrimFunc, target: Target) -> str:
+    """C source for a lowered function (``codegen.lower.lower``)."""
+    from .simd import SimdEmitter
+
+    return SimdEmitter(func, target).function()

@@ -1,0 +1,248 @@
+"""Lower a scheduled ``PrimFunc`` into the form the C emitter prints.
+
+Passes, in order:
+1. ``flatten_blocks``: blocks become their bodies with iteration variables replaced by
+   their bindings; a block predicate becomes an ``if``; a reduction's ``init`` runs under
+   ``if`` all reduction bindings are 0.
+2. ``compact_buffers``: each intermediate buffer is allocated at the innermost loop that
+   encloses all its uses, shrunk to the region used there (a cache_write tile under a loop
+   becomes a small local array; indices are shifted by the region's start).
+3. ``unroll``: loops marked unrolled are expanded with constant loop values, so a local
+   tile's indices become constants the emitter can keep in registers.
+4. ``simplify_stmt``: index arithmetic simplified with loop ranges; dead ``if``s removed.
+
+Example:
+    >>> low = lower(sch.func)     # a PrimFunc without blocks, ready for codegen.c
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..tir.arith import Ranges, affine, bound, from_affine, simplify
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
+from ..tir.functor import rewrite_expr, rewrite_stmt, substitute
+from ..tir.stmt import (
+    Allocate,
+    Block,
+    Buffer,
+    BufferStore,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+    seq,
+)
+
+MAX_UNROLL = 256  # loops marked unrolled beyond this stay loops with a pragma
+
+
+def flatten_blocks(s: Stmt) -> Stmt:
+    def fn(x: Stmt) -> Stmt | None:
+        if not isinstance(x, Block):
+            return None
+        vmap = {iv.var: b for iv, b in zip(x.iter_vars, x.bindings, strict=True)}
+        body = _subst_stmt(x.body, vmap)
+        if x.init is not None:
+            conds = [BinOp("==", b, IntImm(0), "bool")
+                     for iv, b in zip(x.iter_vars, x.bindings, strict=True) if iv.kind == "R"]
+            cond = conds[0]
+            for c in conds[1:]:
+                cond = BinOp("&&", cond, c, "bool")
+            body = seq([IfThenElse(cond, _subst_stmt(x.init, vmap)), body])
+        if x.predicate is not None:
+            body = IfThenElse(x.predicate, body)
+        return body
+
+    return rewrite_stmt(s, stmt_fn=fn)
+
+
+def _subst_stmt(s: Stmt, vmap: dict[Var, Expr]) -> Stmt:
+    return rewrite_stmt(s, expr_fn=lambda e: substitute(e, vmap))
+
+
+# ---------------------------------------------------------------- buffer compaction
+def _accesses(s: Stmt, path: tuple[For, ...], conds: int, out: dict) -> None:
+    """Collect (indices, loop path) for every buffer access."""
+    if isinstance(s, For):
+        _accesses(s.body, path + (s,), conds, out)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            _accesses(x, path, conds, out)
+    elif isinstance(s, IfThenElse):
+        _expr_accesses(s.cond, path, out)
+        _accesses(s.then, path, conds, out)
+        if s.else_ is not None:
+            _accesses(s.else_, path, conds, out)
+    elif isinstance(s, Allocate):
+        _accesses(s.body, path, conds, out)
+    elif isinstance(s, BufferStore):
+        out.setdefault(s.buffer, []).append((s.indices, path))
+        for e in (*s.indices, s.value):
+            _expr_accesses(e, path, out)
+
+
+def _expr_accesses(e: Expr, path: tuple[For, ...], out: dict) -> None:
+    def fn(x: Expr) -> None:
+        if isinstance(x, BufferLoad):
+            out.setdefault(x.buffer, []).append((x.indices, path))
+        return None
+
+    rewrite_expr(e, fn)
+
+
+def _region(idx: Expr, inner: Ranges, all_ranges: Ranges) -> tuple[Expr, int]:
+    """(start expression in outer variables, extent) covered by ``idx`` over ``inner``."""
+    aff = affine(simplify(idx, all_ranges))
+    if aff is not None and all(v in all_ranges or v not in inner for v in aff[0]):
+        outer = {v: k for v, k in aff[0].items() if v not in inner}
+        lo, ext = aff[1], 1
+        for v, k in aff[0].items():
+            if v in inner:
+                a, b = inner[v]
+                lo += min(k * a, k * b)
+                ext += abs(k) * (b - a)
+        return from_affine(outer, lo), ext
+    bnd = bound(idx, all_ranges)
+    if bnd is None:
+        raise ValueError(f"cannot bound index {idx}")
+    return IntImm(bnd[0]), bnd[1] - bnd[0] + 1
+
+
+def compact_buffers(func: PrimFunc) -> PrimFunc:
+    """Allocate intermediates where they are used, shrunk to the region used there."""
+    acc: dict[Buffer, list] = {}
+    _accesses(func.body, (), 0, acc)
+    body = func.body
+    root_allocs: list[Buffer] = []
+    for buf in func.alloc_buffers:
+        sites = acc.get(buf)
+        if not sites:
+            continue
+        paths = [p for _, p in sites]
+        lca: list[For] = []
+        for loops in zip(*paths, strict=False):
+            if all(x is loops[0] for x in loops):
+                lca.append(loops[0])
+            else:
+                break
+        all_ranges: Ranges = {}
+        for _, p in sites:
+            for f in p:
+                all_ranges[f.var] = (0, f.extent - 1)
+        outer_vars = {f.var for f in lca}
+        starts: list[Expr] = []
+        shape: list[int] = []
+        for d, n in enumerate(buf.shape):
+            regions = []
+            for idx, p in sites:
+                inner = {f.var: (0, f.extent - 1) for f in p if f.var not in outer_vars}
+                try:
+                    regions.append(_region(idx[d], inner, all_ranges))
+                except ValueError:
+                    regions.append((IntImm(0), n))
+            lo, ext = _union(regions, all_ranges, n)
+            starts.append(lo)
+            shape.append(ext)
+        if not lca and tuple(shape) == buf.shape:
+            root_allocs.append(buf)
+            continue
+        new = Buffer(buf.name, tuple(shape), buf.dtype, "local" if lca else buf.scope)
+        body = _retarget(body, buf, new, starts)
+        if lca:
+            body = rewrite_stmt(body, stmt_fn=_allocate_at(lca[-1].var, new))
+        else:
+            body = Allocate(new, body)
+    return replace(func, body=body, alloc_buffers=tuple(root_allocs))
+
+
+def _allocate_at(key: Var, buf: Buffer):
+    def fn(x: Stmt) -> Stmt | None:
+        if isinstance(x, For) and x.var is key:
+            return replace(x, body=Allocate(buf, x.body))
+        return None
+
+    return fn
+
+
+def _union(regions: list[tuple[Expr, int]], ranges: Ranges, n: int) -> tuple[Expr, int]:
+    lo0, ext0 = regions[0]
+    lo_min, hi_max = 0, ext0
+    for lo, ext in regions[1:]:
+        diff = affine(simplify(BinOp("-", lo, lo0, "int32")))
+        if diff is None or diff[0]:
+            return IntImm(0), n  # starts differ symbolically: keep the whole dimension
+        lo_min, hi_max = min(lo_min, diff[1]), max(hi_max, diff[1] + ext)
+    ext = hi_max - lo_min
+    if ext >= n:
+        return IntImm(0), n
+    return simplify(BinOp("+", lo0, IntImm(lo_min), "int32")), ext
+
+
+def _retarget(body: Stmt, old: Buffer, new: Buffer, starts: list[Expr]) -> Stmt:
+    def shift(idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
+        return tuple(i if isinstance(s, IntImm) and s.value == 0 else
+                     BinOp("-", i, s, "int32") for i, s in zip(idx, starts, strict=True))
+
+    def ef(e: Expr) -> Expr:
+        return rewrite_expr(e, lambda x: BufferLoad(new, shift(x.indices))
+                            if isinstance(x, BufferLoad) and x.buffer is old else None)
+
+    def sf(s: Stmt) -> Stmt | None:
+        if isinstance(s, BufferStore) and s.buffer is old:
+            return BufferStore(new, shift(s.indices), s.value)
+        return None
+
+    return rewrite_stmt(body, expr_fn=ef, stmt_fn=sf)
+
+
+# ---------------------------------------------------------------- unroll and simplify
+def simplify_stmt(s: Stmt, ranges: Ranges | None = None) -> Stmt | None:
+    """Simplify with loop ranges, expand small unrolled loops, drop dead code."""
+    r: Ranges = dict(ranges or {})
+    if isinstance(s, For):
+        if s.kind == ForKind.UNROLLED and s.extent <= MAX_UNROLL and not s.annotations:
+            parts = []
+            for i in range(s.extent):
+                b = simplify_stmt(_subst_stmt(s.body, {s.var: IntImm(i)}), r)
+                if b is not None:
+                    parts.append(b)
+            return seq(parts) if parts else None
+        if s.extent == 1 and s.kind != ForKind.PARALLEL:
+            return simplify_stmt(_subst_stmt(s.body, {s.var: IntImm(0)}), r)
+        r[s.var] = (0, s.extent - 1)
+        body = simplify_stmt(s.body, r)
+        return None if body is None else replace(s, body=body)
+    if isinstance(s, Seq):
+        parts = [p for p in (simplify_stmt(x, r) for x in s.stmts) if p is not None]
+        return seq(parts) if parts else None
+    if isinstance(s, IfThenElse):
+        c = simplify(s.cond, r)
+        if isinstance(c, IntImm):
+            return simplify_stmt(s.then, r) if c.value else (
+                None if s.else_ is None else simplify_stmt(s.else_, r))
+        then = simplify_stmt(s.then, r)
+        els = None if s.else_ is None else simplify_stmt(s.else_, r)
+        if then is None and els is None:
+            return None
+        return IfThenElse(c, then if then is not None else Seq(()), els)
+    if isinstance(s, Allocate):
+        body = simplify_stmt(s.body, r)
+        return None if body is None else Allocate(s.buffer, body)
+    if isinstance(s, BufferStore):
+        return BufferStore(s.buffer, tuple(simplify(i, r) for i in s.indices),
+                           rewrite_expr(simplify(s.value, r),
+                                        lambda x: BufferLoad(x.buffer, tuple(
+                                            simplify(i, r) for i in x.indices))
+                                        if isinstance(x, BufferLoad) else None))
+    return s
+
+
+def lower(func: PrimFunc) -> PrimFunc:
+    """The whole lowering pipeline (see the module docstring)."""
+    f = replace(func, body=flatten_blocks(func.body))
+    f = compact_buffers(f)
+    body = simplify_stmt(f.body)
+    return replace(f, body=body if body is not None else Seq(()))

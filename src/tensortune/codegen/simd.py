@@ -1,0 +1,264 @@
+"""Real SIMD for vectorized loops, and register tiles for small local buffers.
+
+A vectorized loop of extent L is emitted as L/w chunks of w-lane GCC vector operations
+(w = the target's lanes for the dtype, or a smaller power of two dividing L): contiguous
+accesses become vector loads/stores, loop-invariant ones broadcasts. A local buffer whose
+every access is a constant index or a vector chunk at a constant offset becomes a set of
+vector variables, which gcc keeps in registers (a local array would stay on the stack:
+the accumulator tile of a matmul then costs a load and a store per FMA).
+
+Example (the inner loops of a register-tiled matmul)::
+
+    for k in range(K):
+        acc_r0 = acc_r0 + A[i0 * K + k] * tt_ld_f32x16(&Bp[k * 32]);
+        acc_r1 = acc_r1 + A[i0 * K + k] * tt_ld_f32x16(&Bp[k * 32 + 16]);
+"""
+
+from __future__ import annotations
+
+from ..tir.arith import affine, from_affine, simplify
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Select, Var, is_float
+from ..tir.functor import free_vars, rewrite_stmt, substitute
+from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
+from .c import CTYPE, CEmitter
+
+MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
+
+
+class _NoVec(Exception):
+    """This loop body is not expressible with vector operations."""
+
+
+def chunk_width(extent: int, lanes: int) -> int | None:
+    for w in (lanes, lanes // 2, lanes // 4):
+        if w >= 2 and extent % w == 0:
+            return w
+    return None
+
+
+def _vtype(dtype: str, w: int) -> str:
+    return f"tt_{'f32' if dtype == 'float32' else 'f64'}x{w}"
+
+
+class SimdEmitter(CEmitter):
+    # ---------------------------------------------------------------- vector loops
+    def vector_loop(self, s: For, ind: int) -> bool:
+        dtypes = {st.buffer.dtype for st in _stores(s.body)}
+        if len(dtypes) != 1 or not is_float(next(iter(dtypes))):
+            return self._scalar_unroll_if_promoted(s, ind)
+        dtype = dtypes.pop()
+        w = chunk_width(s.extent, self.target.lanes(dtype))
+        if w is None:
+            return self._scalar_unroll_if_promoted(s, ind)
+        lane = Var("lane")
+        self.ranges[lane] = (0, w - 1)
+        saved = self.lines
+        self.lines = []
+        try:
+            for c in range(s.extent // w):
+                body = _subst(s.body, {s.var: BinOp("+", IntImm(c * w), lane, "int32")})
+                self._vstmt(body, lane, dtype, w, ind)
+        except _NoVec:
+            self.lines = saved
+            return self._scalar_unroll_if_promoted(s, ind)
+        out, self.lines = self.lines, saved
+        self.lines.extend(out)
+        self.vtypes.add((dtype, w))
+        return True
+
+    def _scalar_unroll_if_promoted(self, s: For, ind: int) -> bool:
+        """Promoted tiles need constant indices: expand the loop instead of looping."""
+        touched = {st.buffer for st in _stores(s.body)} | {
+            x.buffer for x in _loads(s.body)}
+        if not touched & set(self.promoted):
+            return False
+        for i in range(s.extent):
+            self.stmt(_subst(s.body, {s.var: IntImm(i)}, self.ranges), ind)
+        return True
+
+    def _vstmt(self, s: Stmt, lane: Var, dtype: str, w: int, ind: int) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self._vstmt(x, lane, dtype, w, ind)
+        elif isinstance(s, IfThenElse):
+            if lane in free_vars(s.cond) or s.else_ is not None:
+                raise _NoVec
+            self.emit(f"if ({self.expr(s.cond)}) {{", ind)
+            self._vstmt(s.then, lane, dtype, w, ind + 1)
+            self.emit("}", ind)
+        elif isinstance(s, BufferStore):
+            flat = self.flat(s.buffer, s.indices)
+            target = self._vaccess(s.buffer, flat, lane, w)
+            if target is None:
+                raise _NoVec
+            val, is_vec = self._vexpr(s.value, lane, dtype, w)
+            if not is_vec:
+                val = f"(({_vtype(dtype, w)}){{}} + ({val}))"
+            if s.buffer in self.promoted:
+                self.emit(f"{target} = {val};", ind)
+            else:
+                self.emit(f"tt_st_{_vtype(dtype, w)[3:]}(&{target}, {val});", ind)
+        else:
+            raise _NoVec
+
+    def _vaccess(self, buf: Buffer, flat: Expr, lane: Var, w: int) -> str | None:
+        """The vector lvalue/rvalue for a contiguous access, None if not contiguous."""
+        aff = affine(flat)
+        if aff is None or aff[0].get(lane) != 1:
+            return None
+        base = from_affine({v: k for v, k in aff[0].items() if v is not lane}, aff[1])
+        if buf in self.promoted:
+            pw, _ = self.promoted[buf]
+            if pw != w or not isinstance(base, IntImm) or base.value % w:
+                raise _NoVec
+            return f"{self.bufname[buf]}_r{base.value // w}"
+        return f"{self.bufname[buf]}[{self.expr(base)}]"
+
+    def _vexpr(self, e: Expr, lane: Var, dtype: str, w: int) -> tuple[str, bool]:
+        if lane not in free_vars(e):
+            return self.expr(e), False
+        vt = _vtype(dtype, w)
+        if isinstance(e, BufferLoad):
+            if e.dtype != dtype:
+                raise _NoVec
+            flat = self.flat(e.buffer, e.indices)
+            acc = self._vaccess(e.buffer, flat, lane, w)
+            if acc is None:
+                raise _NoVec
+            return (acc, True) if e.buffer in self.promoted else (
+                f"tt_ld_{vt[3:]}(&{acc})", True)
+        if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("+", "-", "*", "/"):
+            (a, _), (b, _) = self._vexpr(e.a, lane, dtype, w), self._vexpr(e.b, lane, dtype, w)
+            return f"({a} {e.op} {b})", True
+        if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("min", "max"):
+            a, b = self._vec(e.a, lane, dtype, w), self._vec(e.b, lane, dtype, w)
+            return f"tt_v{e.op}_{vt[3:]}({a}, {b})", True
+        if isinstance(e, Select) and e.dtype == dtype:
+            t, f = self._vec(e.t, lane, dtype, w), self._vec(e.f, lane, dtype, w)
+            c = e.cond
+            if lane not in free_vars(c):
+                return f"({self.expr(c)} ? {t} : {f})", True
+            if isinstance(c, BinOp) and c.op in ("<", "<=", ">", ">=", "==", "!=") \
+                    and c.a.dtype == dtype:
+                a, b = self._vec(c.a, lane, dtype, w), self._vec(c.b, lane, dtype, w)
+                return f"tt_vsel_{vt[3:]}(({a} {c.op} {b}), {t}, {f})", True
+        raise _NoVec
+
+    def _vec(self, e: Expr, lane: Var, dtype: str, w: int) -> str:
+        code, is_vec = self._vexpr(e, lane, dtype, w)
+        return code if is_vec else f"(({_vtype(dtype, w)}){{}} + ({code}))"
+
+    # ---------------------------------------------------------------- register tiles
+    def try_promote(self, s: Allocate, ind: int) -> bool:
+        b = s.buffer
+        if not is_float(b.dtype) or b.size > MAX_PROMOTED:
+            return False
+        widths: set[int] = set()
+        lanes = self.target.lanes(b.dtype)
+        for flat, vec_loop in _tile_accesses(s.body, b):
+            aff = affine(flat)
+            if aff is None:
+                return False
+            if not aff[0]:
+                continue
+            if vec_loop is None or set(aff[0]) != {vec_loop.var} or aff[0][vec_loop.var] != 1:
+                return False
+            cw = chunk_width(vec_loop.extent, lanes)
+            if cw is None or aff[1] % cw:
+                return False
+            widths.add(cw)
+        if len(widths) > 1:
+            return False
+        w = widths.pop() if widths else 1
+        if b.size % w:
+            return False
+        vt = _vtype(b.dtype, w) if w > 1 else CTYPE[b.dtype]
+        name = self.bufname[b]
+        names = [f"{name}_r{i}" for i in range(b.size // w)]
+        for i in range(0, len(names), 8):
+            self.emit(f"{vt} {', '.join(names[i:i + 8])};", ind)
+        self.promoted[b] = (w, vt)
+        if w > 1:
+            self.vtypes.add((b.dtype, w))
+        return True
+
+    def load(self, buf: Buffer, flat: Expr) -> str:
+        if buf in self.promoted and self.promoted[buf][0] == 1:
+            assert isinstance(flat, IntImm), "promoted scalar accessed with a variable index"
+            return f"{self.bufname[buf]}_r{flat.value}"
+        return super().load(buf, flat)
+
+    def vector_typedefs(self) -> str:
+        out = []
+        for dtype, w in sorted(self.vtypes):
+            vt, ct = _vtype(dtype, w), CTYPE[dtype]
+            it = "int32_t" if dtype == "float32" else "int64_t"
+            nb = w * (4 if dtype == "float32" else 8)
+            s = vt[3:]
+            out.append(
+                f"typedef {ct} {vt} __attribute__((vector_size({nb})));\n"
+                f"typedef {it} tt_m{s} __attribute__((vector_size({nb})));\n"
+                f"static inline {vt} tt_ld_{s}(const {ct}* p) {{ {vt} v; memcpy(&v, p, {nb});"
+                f" return v; }}\n"
+                f"static inline void tt_st_{s}({ct}* p, {vt} v) {{ memcpy(p, &v, {nb}); }}\n"
+                f"static inline {vt} tt_vsel_{s}(tt_m{s} m, {vt} a, {vt} b) {{\n"
+                f"  return ({vt})((m & (tt_m{s})a) | (~m & (tt_m{s})b)); }}\n"
+                f"static inline {vt} tt_vmax_{s}({vt} a, {vt} b) "
+                f"{{ return tt_vsel_{s}(a > b, a, b); }}\n"
+                f"static inline {vt} tt_vmin_{s}({vt} a, {vt} b) "
+                f"{{ return tt_vsel_{s}(a < b, a, b); }}\n")
+        return "\n".join(out)
+
+
+def _subst(s: Stmt, vmap: dict[Var, Expr], ranges: dict | None = None) -> Stmt:
+    return rewrite_stmt(s, expr_fn=lambda e: simplify(substitute(e, vmap), ranges))
+
+
+def _stores(s: Stmt) -> list[BufferStore]:
+    from ..tir.functor import stores_in
+
+    return list(stores_in(s))
+
+
+def _loads(s: Stmt) -> list[BufferLoad]:
+    from ..tir.functor import loads_in
+
+    return list(loads_in(s))
+
+
+def _tile_accesses(s: Stmt, b: Buffer, vec: For | None = None):
+    """(flat index, innermost enclosing vectorized loop) for each access to ``b``."""
+    if isinstance(s, For):
+        yield from _tile_accesses(s.body, b, s if s.kind == ForKind.VECTORIZED else vec)
+        return
+    if isinstance(s, Seq):
+        for x in s.stmts:
+            yield from _tile_accesses(x, b, vec)
+        return
+    if isinstance(s, IfThenElse):
+        for branch in (s.then, s.else_):
+            if branch is not None:
+                yield from _tile_accesses(branch, b, vec)
+    if isinstance(s, Allocate):
+        yield from _tile_accesses(s.body, b, vec)
+        return
+    exprs: list[Expr] = []
+    if isinstance(s, BufferStore):
+        if s.buffer is b:
+            yield _flat(b, s.indices), vec
+        exprs = [*s.indices, s.value]
+    elif isinstance(s, IfThenElse):
+        exprs = [s.cond]
+    from ..tir.functor import iter_exprs
+
+    for e in exprs:
+        for sub in iter_exprs(e):
+            if isinstance(sub, BufferLoad) and sub.buffer is b:
+                yield _flat(b, sub.indices), vec
+
+
+def _flat(b: Buffer, indices: tuple[Expr, ...]) -> Expr:
+    e: Expr = IntImm(0)
+    for i, n in zip(indices, b.shape, strict=True):
+        e = BinOp("+", BinOp("*", e, IntImm(n), "int32"), i, "int32")
+    return simplify(e)

@@ -1,0 +1,101 @@
+"""Build a function or schedule into a callable native kernel.
+
+Example:
+    >>> kernel = tt.build(sch)                 # or tt.build(func)
+    >>> c = kernel(a, b)                       # allocates the output
+    >>> kernel(a, b, out=c)                    # writes into it
+    >>> print(kernel.source)                   # the generated C
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .codegen import Target, compile_source, emit_c, lower
+from .errors import KernelArgumentError, TensorTuneError
+from .tir.stmt import PrimFunc
+from .tir.verify import verify
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: str, align: int = 64) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on an ``align``-byte boundary."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + nbytes].view(dtype).reshape(shape)
+
+
+class Kernel:
+    """A compiled function. Call with the inputs; outputs are returned (or written to
+    ``out=``). Arguments are checked: count, dtype, shape, C-contiguity, aliasing."""
+
+    def __init__(self, func: PrimFunc, source: str, lib_path: Path, target: Target) -> None:
+        self.func = func
+        self.source = source
+        self.lib_path = lib_path
+        self.target = target
+        self._lib = ctypes.CDLL(str(lib_path))
+        self._fn = self._lib.tt_packed
+        self._fn.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        self._fn.restype = ctypes.c_int32
+
+    def _check(self, i: int, arr: Any, buf, role: str) -> np.ndarray:
+        where = f"{role} {i} ({buf.name})"
+        if not isinstance(arr, np.ndarray):
+            raise KernelArgumentError(f"{where}: expected a numpy array, got {type(arr).__name__}")
+        if arr.dtype != np.dtype(buf.dtype):
+            raise KernelArgumentError(f"{where}: expected dtype {buf.dtype}, got {arr.dtype}; "
+                                      f"convert with .astype('{buf.dtype}')")
+        if arr.shape != buf.shape:
+            raise KernelArgumentError(f"{where}: expected shape {buf.shape}, got {arr.shape}")
+        if not arr.flags.c_contiguous:
+            raise KernelArgumentError(f"{where}: array must be C-contiguous; "
+                                      "pass np.ascontiguousarray(x)")
+        return arr
+
+    def __call__(self, *inputs: np.ndarray, out: Any = None) -> Any:
+        f = self.func
+        if len(inputs) != len(f.inputs):
+            names = ", ".join(b.name for b in f.inputs)
+            raise KernelArgumentError(f"{f.name} takes {len(f.inputs)} inputs ({names}), "
+                                      f"got {len(inputs)}")
+        ins = [self._check(i, a, b, "input") for i, (a, b) in enumerate(zip(inputs, f.inputs))]
+        if out is None:
+            outs = [aligned_empty(b.shape, b.dtype) for b in f.outputs]
+        else:
+            outs = list(out) if isinstance(out, (list, tuple)) else [out]
+            if len(outs) != len(f.outputs):
+                raise KernelArgumentError(f"{f.name} has {len(f.outputs)} outputs, "
+                                          f"out= gave {len(outs)}")
+            outs = [self._check(i, a, b, "output") for i, (a, b) in
+                    enumerate(zip(outs, f.outputs))]
+            for i, o in enumerate(outs):
+                if not o.flags.writeable:
+                    raise KernelArgumentError(f"output {i} ({f.outputs[i].name}) is read-only")
+                for j, a in enumerate(ins + outs[:i]):
+                    if np.shares_memory(o, a):
+                        raise KernelArgumentError(
+                            f"output {i} ({f.outputs[i].name}) overlaps argument {j}; "
+                            "outputs must not alias inputs or other outputs")
+        args = (ctypes.c_void_p * len(f.params))(*[a.ctypes.data for a in ins + outs])
+        rc = self._fn(args)
+        if rc != 0:
+            raise TensorTuneError(f"kernel {f.name} returned error code {rc}")
+        if out is not None:
+            return out
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def build(obj: Any, target: Target | None = None) -> Kernel:
+    """Compile a ``PrimFunc`` or a ``Schedule`` (its current program) into a ``Kernel``."""
+    func = getattr(obj, "func", obj)
+    if not isinstance(func, PrimFunc):
+        raise TensorTuneError(f"tt.build takes a PrimFunc or a Schedule, got {type(obj).__name__}")
+    tgt = target or Target.host()
+    verify(func)
+    source = emit_c(lower(func), tgt)
+    return Kernel(func, source, compile_source(source, tgt), tgt)

@@ -1,0 +1,192 @@
+"""A NumPy float64 reference evaluator for unscheduled functions, and result checks.
+
+It reads each block's iteration domain directly (not the loops), vectorised over the
+domain in chunks, so it shares no code path with the C backend it is used to check.
+
+Example:
+    >>> outs = evaluate(func, [a, b])      # list of float64 arrays, one per output
+    >>> check_close(c, outs[0], "C")       # raises CheckError with the worst element
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import TensorTuneError
+from .tir.expr import (
+    BinOp,
+    BufferLoad,
+    Call,
+    Cast,
+    Expr,
+    FloatImm,
+    IntImm,
+    Not,
+    Select,
+    Var,
+    is_float,
+    structural_equal,
+)
+from .tir.functor import blocks_in
+from .tir.stmt import Block, BufferStore, PrimFunc
+
+_CHUNK = 1 << 22
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+class CheckError(TensorTuneError):
+    """A kernel's output differs from the reference or is not finite."""
+
+
+def random_inputs(func: PrimFunc, seed: int = 0) -> list[np.ndarray]:
+    """Uniform(-1, 1) float inputs (never zeros); ints uniform in [0, 8)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in func.inputs:
+        if is_float(b.dtype):
+            out.append(rng.uniform(-1.0, 1.0, size=b.shape).astype(b.dtype))
+        else:
+            out.append(rng.integers(0, 8, size=b.shape).astype(b.dtype))
+    return out
+
+
+def _eval(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:
+    if isinstance(e, Var):
+        return env[e]
+    if isinstance(e, (IntImm, FloatImm)):
+        return e.value
+    if isinstance(e, BufferLoad):
+        arr = arrays[e.buffer]
+        # Indices under an if_then_else may leave the buffer where the branch is not taken;
+        # clipping keeps the gather legal and the Select discards those values.
+        idx = tuple(np.clip(np.asarray(_eval(i, env, arrays)), 0, n - 1)
+                    for i, n in zip(e.indices, arr.shape, strict=True))
+        return arr[idx]
+    if isinstance(e, BinOp):
+        a, b = _eval(e.a, env, arrays), _eval(e.b, env, arrays)
+        return _binop(e.op, a, b, e.dtype)
+    if isinstance(e, Not):
+        return np.logical_not(_eval(e.a, env, arrays))
+    if isinstance(e, Select):
+        return np.where(_eval(e.cond, env, arrays), _eval(e.t, env, arrays),
+                        _eval(e.f, env, arrays))
+    if isinstance(e, Cast):
+        v = np.asarray(_eval(e.value, env, arrays))
+        return v.astype(np.float64) if is_float(e.dtype) else np.trunc(v).astype(np.int64)
+    if isinstance(e, Call):
+        args = [np.asarray(_eval(a, env, arrays), dtype=np.float64) for a in e.args]
+        if e.name == "erf":
+            return np.asarray(_erf(args[0]), dtype=np.float64)
+        fn = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+              "fabs": np.abs, "pow": np.power, "floor": np.floor, "ceil": np.ceil}[e.name]
+        return fn(*args)
+    raise TypeError(f"reference: cannot evaluate {type(e).__name__}")
+
+
+def _binop(op: str, a, b, dtype: str):
+    if op == "+":
+        return np.add(a, b)
+    if op == "-":
+        return np.subtract(a, b)
+    if op == "*":
+        return np.multiply(a, b)
+    if op == "/":
+        return np.true_divide(a, b)
+    if op == "//":
+        return np.floor_divide(a, b)
+    if op == "%":
+        return np.mod(a, b)
+    if op == "min":
+        return np.minimum(a, b)
+    if op == "max":
+        return np.maximum(a, b)
+    fn = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+          "==": np.equal, "!=": np.not_equal, "&&": np.logical_and, "||": np.logical_or}
+    return fn[op](a, b)
+
+
+def _reduction(block: Block) -> tuple[str, Expr] | None:
+    """(combiner, source) if the body is ``buf[idx] = combine(buf[idx], source)``."""
+    st = block.body
+    if block.init is None or not isinstance(st, BufferStore) or not isinstance(st.value, BinOp):
+        return None
+    v = st.value
+    a = v.a
+    if isinstance(a, BufferLoad) and a.buffer is st.buffer and \
+            structural_equal(a.indices, st.indices):
+        return {"+": "sum", "max": "max", "min": "min"}.get(v.op, ""), v.b
+    return None
+
+
+def _run_block(block: Block, arrays: dict) -> None:
+    st = block.body
+    if not isinstance(st, BufferStore):
+        raise TensorTuneError(f"reference: block {block.name} is not a single store; the "
+                              "reference evaluator needs the unscheduled function")
+    spatial = [iv for iv in block.iter_vars if iv.kind == "S"]
+    reds = [iv for iv in block.iter_vars if iv.kind == "R"]
+    red = _reduction(block) if reds else None
+    if reds and not red:
+        raise TensorTuneError(f"reference: cannot read block {block.name} as a reduction")
+    nd = len(spatial) + len(reds)
+    red_size = math.prod(iv.extent for iv in reds)
+    first = spatial[0].extent if spatial else 1
+    rest = math.prod(iv.extent for iv in spatial[1:]) * red_size
+    step = max(1, min(first, _CHUNK // max(1, rest)))
+    out = arrays[st.buffer]
+    for lo in range(0, first, step):
+        hi = min(first, lo + step)
+        env: dict = {}
+        for d, iv in enumerate(spatial + reds):
+            rng = np.arange(lo, hi) if d == 0 and spatial else np.arange(iv.extent)
+            shape = [1] * nd
+            shape[d] = -1
+            env[iv.var] = rng.reshape(shape)
+        if red is not None:
+            comb, src = red
+            val: np.ndarray | float | int = np.broadcast_to(_eval(src, env, arrays),
+                                  tuple(hi - lo if d == 0 else iv.extent
+                                        for d, iv in enumerate(spatial + reds)))
+            axes = tuple(range(len(spatial), nd))
+            reducer = {"sum": np.sum, "max": np.max, "min": np.min}[comb]
+            val = reducer(val, axis=axes, keepdims=True)  # type: ignore[operator]
+        else:
+            val = _eval(st.value, env, arrays)
+        # Store indices depend on spatial variables only; reduced axes were kept as size 1.
+        idx = tuple(np.asarray(_eval(i, env, arrays)) for i in st.indices)
+        idx_b = np.broadcast_arrays(*idx, np.asarray(val))
+        out[tuple(idx_b[:-1])] = idx_b[-1]
+
+
+def evaluate(func: PrimFunc, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Compute ``func``'s outputs in float64 from ``inputs`` (one array per input)."""
+    if len(inputs) != len(func.inputs):
+        raise TensorTuneError(f"reference: {func.name} takes {len(func.inputs)} inputs, "
+                              f"got {len(inputs)}")
+    arrays: dict = {}
+    for b, x in zip(func.inputs, inputs, strict=True):
+        arrays[b] = np.asarray(x, dtype=np.float64 if is_float(b.dtype) else np.int64)
+    for b in (*func.outputs, *func.alloc_buffers):
+        arrays[b] = np.zeros(b.shape, np.float64 if is_float(b.dtype) else np.int64)
+    for block in blocks_in(func.body):
+        _run_block(block, arrays)
+    return [arrays[b] for b in func.outputs]
+
+
+def check_close(out: np.ndarray, ref: np.ndarray, name: str = "output",
+                rtol: float = 1e-4, atol_scale: float = 1e-4) -> None:
+    """Raise ``CheckError`` unless ``out`` is finite and close to ``ref``; the absolute
+    tolerance scales with the reference's magnitude (float32 accumulation error)."""
+    out64 = np.asarray(out, dtype=np.float64)
+    if not np.all(np.isfinite(out64)):
+        bad = np.argwhere(~np.isfinite(out64))[0]
+        raise CheckError(f"{name}: non-finite value {out64[tuple(bad)]} at index {tuple(bad)}")
+    atol = atol_scale * max(1.0, float(np.max(np.abs(ref))) if ref.size else 1.0)
+    err = np.abs(out64 - ref) - rtol * np.abs(ref)
+    if ref.size and float(np.max(err)) > atol:
+        w = np.unravel_index(int(np.argmax(err)), ref.shape)
+        raise CheckError(f"{name}: mismatch at index {tuple(int(x) for x in w)}: got "
+                         f"{out64[w]}, expected {ref[w]} (rtol={rtol}, atol={atol:.3g})")

@@ -1,0 +1,203 @@
+"""Integer arithmetic on index expressions: affine forms, interval bounds, simplification.
+
+Ranges map a variable to its inclusive interval ``(lo, hi)``. Everything here is exact or
+conservative: a bound may be wider than the truth, never narrower.
+
+Example:
+    >>> i0, i1 = Var("i0"), Var("i1")
+    >>> str(simplify((i0 * 32 + i1) // 32, {i0: (0, 7), i1: (0, 31)}))
+    'i0'
+"""
+
+from __future__ import annotations
+
+import math
+
+from .expr import BinOp, Expr, FloatImm, IntImm, Not, Select, Var, as_int, is_float
+from .functor import rewrite_expr
+
+Ranges = dict[Var, tuple[int, int]]
+Affine = tuple[dict[Var, int], int]
+
+
+def affine(e: Expr) -> Affine | None:
+    """``e`` as ``sum(coef * var) + const`` if it is affine with integer coefficients."""
+    if isinstance(e, IntImm) and e.dtype != "bool":
+        return {}, e.value
+    if isinstance(e, Var):
+        return {e: 1}, 0
+    if isinstance(e, BinOp) and e.op in ("+", "-", "*") and not is_float(e.dtype):
+        a, b = affine(e.a), affine(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "*":
+            if a[0] and b[0]:
+                return None
+            (k, (cf, c)) = (a[1], b) if not a[0] else (b[1], a)
+            return {v: x * k for v, x in cf.items() if x * k}, c * k
+        sign = 1 if e.op == "+" else -1
+        coefs = dict(a[0])
+        for v, x in b[0].items():
+            coefs[v] = coefs.get(v, 0) + sign * x
+        return {v: x for v, x in coefs.items() if x}, a[1] + sign * b[1]
+    return None
+
+
+def from_affine(coefs: dict[Var, int], c: int) -> Expr:
+    out: Expr | None = None
+    for v, k in coefs.items():
+        if k == 0:
+            continue
+        term: Expr = v if k in (1, -1) else BinOp("*", v, IntImm(abs(k)), "int32")
+        if out is None:
+            out = term if k > 0 else BinOp("*", v, IntImm(k), "int32") if k != -1 else \
+                BinOp("-", IntImm(0), v, "int32")
+        else:
+            out = BinOp("+" if k > 0 else "-", out, term, "int32")
+    if out is None:
+        return IntImm(c)
+    if c:
+        out = BinOp("+" if c > 0 else "-", out, IntImm(abs(c)), "int32")
+    return out
+
+
+def bound(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
+    """Inclusive integer interval of ``e`` over ``ranges``; None if unknown."""
+    if isinstance(e, IntImm):
+        return e.value, e.value
+    if isinstance(e, Var):
+        return ranges.get(e)
+    aff = affine(e)
+    if aff is not None:
+        lo = hi = aff[1]
+        for v, k in aff[0].items():
+            r = ranges.get(v)
+            if r is None:
+                return None
+            lo += min(k * r[0], k * r[1])
+            hi += max(k * r[0], k * r[1])
+        return lo, hi
+    if isinstance(e, Select):
+        t, f = bound(e.t, ranges), bound(e.f, ranges)
+        return None if t is None or f is None else (min(t[0], f[0]), max(t[1], f[1]))
+    if not isinstance(e, BinOp) or is_float(e.dtype):
+        return None
+    a, b = bound(e.a, ranges), bound(e.b, ranges)
+    if a is None or b is None:
+        if e.op == "%" and (c := as_int(e.b)) is not None and c > 0:
+            return 0, c - 1
+        return None
+    if e.op == "*":
+        ps = [x * y for x in a for y in b]
+        return min(ps), max(ps)
+    if e.op == "min":
+        return min(a[0], b[0]), min(a[1], b[1])
+    if e.op == "max":
+        return max(a[0], b[0]), max(a[1], b[1])
+    if e.op in ("//", "%") and b[0] == b[1] and b[0] > 0:
+        c = b[0]
+        if e.op == "//":
+            return a[0] // c, a[1] // c
+        if a[0] // c == a[1] // c:
+            return a[0] % c, a[1] % c
+        return 0, c - 1
+    if e.op in ("<", "<=", ">", ">=", "==", "!=", "&&", "||"):
+        return 0, 1
+    return None
+
+
+def _split_by_divisor(aff: Affine, c: int) -> tuple[Affine, Affine]:
+    """Split ``aff`` into (multiple of c, rest)."""
+    q = {v: k for v, k in aff[0].items() if k % c == 0}
+    r = {v: k for v, k in aff[0].items() if k % c != 0}
+    return (q, aff[1] - aff[1] % c), (r, aff[1] % c)
+
+
+def _simplify_node(e: Expr, ranges: Ranges) -> Expr | None:
+    if isinstance(e, Not) and isinstance(e.a, IntImm):
+        return IntImm(int(not e.a.value), "bool")
+    if isinstance(e, Select) and isinstance(e.cond, IntImm):
+        return e.t if e.cond.value else e.f
+    if not isinstance(e, BinOp):
+        return None
+    a, b, op = e.a, e.b, e.op
+    ca, cb = as_int(a), as_int(b)
+    if isinstance(a, FloatImm) and isinstance(b, FloatImm) and op in ("+", "-", "*", "/"):
+        return FloatImm(_fold(op, a.value, b.value), e.dtype)
+    if op == "&&":
+        if ca is not None:
+            return b if ca else IntImm(0, "bool")
+        if cb is not None:
+            return a if cb else IntImm(0, "bool")
+        return None
+    if op == "||":
+        if ca is not None:
+            return IntImm(1, "bool") if ca else b
+        if cb is not None:
+            return IntImm(1, "bool") if cb else a
+        return None
+    if is_float(e.dtype):
+        if op == "*" and (_is_float_const(b, 1.0)):
+            return a
+        if op == "+" and _is_float_const(b, 0.0):
+            return a
+        return None
+    if op in ("<", "<=", ">", ">=", "==", "!="):
+        if is_float(a.dtype):
+            return None
+        d = bound(BinOp("-", a, b, "int32"), ranges)
+        if d is None:
+            return None
+        lo, hi = d
+        truth = {
+            "<": (hi < 0, lo >= 0), "<=": (hi <= 0, lo > 0), ">": (lo > 0, hi <= 0),
+            ">=": (lo >= 0, hi < 0), "==": (lo == hi == 0, lo > 0 or hi < 0),
+            "!=": (lo > 0 or hi < 0, lo == hi == 0),
+        }[op]
+        if truth[0]:
+            return IntImm(1, "bool")
+        if truth[1]:
+            return IntImm(0, "bool")
+        return None
+    if op in ("min", "max"):
+        ra, rb = bound(a, ranges), bound(b, ranges)
+        if ra is not None and rb is not None:
+            if ra[1] <= rb[0]:
+                return a if op == "min" else b
+            if rb[1] <= ra[0]:
+                return b if op == "min" else a
+        return None
+    if op in ("//", "%") and cb is not None and cb > 0:
+        aff = affine(a)
+        if aff is None:
+            return None
+        if cb == 1:
+            return from_affine(*aff) if op == "//" else IntImm(0)
+        (qc, qk), (rc, rk) = _split_by_divisor(aff, cb)
+        rest = from_affine(rc, rk)
+        rb_ = bound(rest, ranges)
+        if rb_ is not None and 0 <= rb_[0] and rb_[1] < cb:
+            if op == "//":
+                return from_affine({v: k // cb for v, k in qc.items()}, qk // cb)
+            return rest
+        return None
+    if op in ("+", "-", "*"):
+        aff = affine(e)
+        if aff is not None:
+            return from_affine(*aff)
+    return None
+
+
+def _is_float_const(e: Expr, v: float) -> bool:
+    return isinstance(e, FloatImm) and e.value == v
+
+
+def _fold(op: str, x: float, y: float) -> float:
+    return {"+": x + y, "-": x - y, "*": x * y}.get(op, x / y if y else math.inf)
+
+
+def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
+    """Fold constants, canonicalise affine index arithmetic, remove provably redundant
+    division, modulo, min/max and comparisons."""
+    r = ranges or {}
+    return rewrite_expr(e, lambda x: _simplify_node(x, r))

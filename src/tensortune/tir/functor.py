@@ -1,0 +1,175 @@
+"""Generic traversal and rewriting of expressions and statements.
+
+Passes are written as small functions handed to ``rewrite_expr``/``rewrite_stmt`` rather
+than as visitor class hierarchies: the rewrite functions rebuild only what changed.
+
+Example:
+    >>> i = Var("i"); j = Var("j")
+    >>> str(substitute(i + 1, {i: j * 2}))
+    '((j * 2) + 1)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from .expr import BinOp, BufferLoad, Call, Cast, Expr, Not, Reduce, Select, Var
+from .stmt import Allocate, Block, BufferStore, For, IfThenElse, Seq, Stmt
+
+ExprFn = Callable[[Expr], Expr | None]
+
+
+def rewrite_expr(e: Expr, fn: ExprFn) -> Expr:
+    """Post-order rewrite: children first, then ``fn`` on the rebuilt node (None keeps it)."""
+    if isinstance(e, BinOp):
+        a, b = rewrite_expr(e.a, fn), rewrite_expr(e.b, fn)
+        if a is not e.a or b is not e.b:
+            e = BinOp(e.op, a, b, e.dtype)
+    elif isinstance(e, Not):
+        a = rewrite_expr(e.a, fn)
+        if a is not e.a:
+            e = Not(a)
+    elif isinstance(e, Select):
+        c, t, f = rewrite_expr(e.cond, fn), rewrite_expr(e.t, fn), rewrite_expr(e.f, fn)
+        if c is not e.cond or t is not e.t or f is not e.f:
+            e = Select(c, t, f, e.dtype)
+    elif isinstance(e, Cast):
+        v = rewrite_expr(e.value, fn)
+        if v is not e.value:
+            e = Cast(e.dtype, v)
+    elif isinstance(e, Call):
+        args = tuple(rewrite_expr(a, fn) for a in e.args)
+        if any(x is not y for x, y in zip(args, e.args, strict=True)):
+            e = Call(e.name, args, e.dtype)
+    elif isinstance(e, BufferLoad):
+        idx = tuple(rewrite_expr(a, fn) for a in e.indices)
+        if any(x is not y for x, y in zip(idx, e.indices, strict=True)):
+            e = BufferLoad(e.buffer, idx)
+    elif isinstance(e, Reduce):
+        src = rewrite_expr(e.source, fn)
+        if src is not e.source:
+            e = Reduce(e.combiner, src, e.axes, e.dtype)
+    out = fn(e)
+    return e if out is None else out
+
+
+def substitute(e: Expr, vmap: dict[Var, Expr]) -> Expr:
+    """Replace variables by expressions."""
+    if not vmap:
+        return e
+    return rewrite_expr(e, lambda x: vmap.get(x) if isinstance(x, Var) else None)
+
+
+def iter_exprs(e: Expr) -> Iterator[Expr]:
+    """Every sub-expression, pre-order."""
+    yield e
+    if isinstance(e, BinOp):
+        yield from iter_exprs(e.a)
+        yield from iter_exprs(e.b)
+    elif isinstance(e, (Not, Cast)):
+        yield from iter_exprs(e.a if isinstance(e, Not) else e.value)
+    elif isinstance(e, Select):
+        for x in (e.cond, e.t, e.f):
+            yield from iter_exprs(x)
+    elif isinstance(e, Call):
+        for x in e.args:
+            yield from iter_exprs(x)
+    elif isinstance(e, BufferLoad):
+        for x in e.indices:
+            yield from iter_exprs(x)
+    elif isinstance(e, Reduce):
+        yield from iter_exprs(e.source)
+
+
+def free_vars(e: Expr) -> set[Var]:
+    return {x for x in iter_exprs(e) if isinstance(x, Var)}
+
+
+def rewrite_stmt(
+    s: Stmt,
+    expr_fn: Callable[[Expr], Expr] | None = None,
+    stmt_fn: Callable[[Stmt], Stmt | None] | None = None,
+) -> Stmt:
+    """Rebuild ``s`` bottom-up: ``expr_fn`` maps every top-level expression (indices,
+    values, bindings, predicates, conditions); ``stmt_fn`` may replace each rebuilt
+    statement (returning None keeps it)."""
+    ef = expr_fn or (lambda x: x)
+    if isinstance(s, For):
+        s = replace(s, body=rewrite_stmt(s.body, expr_fn, stmt_fn))
+    elif isinstance(s, Seq):
+        s = Seq(tuple(rewrite_stmt(x, expr_fn, stmt_fn) for x in s.stmts))
+    elif isinstance(s, BufferStore):
+        s = BufferStore(s.buffer, tuple(ef(i) for i in s.indices), ef(s.value))
+    elif isinstance(s, Block):
+        s = replace(
+            s,
+            bindings=tuple(ef(b) for b in s.bindings),
+            predicate=None if s.predicate is None else ef(s.predicate),
+            body=rewrite_stmt(s.body, expr_fn, stmt_fn),
+            init=None if s.init is None else rewrite_stmt(s.init, expr_fn, stmt_fn),
+        )
+    elif isinstance(s, IfThenElse):
+        s = IfThenElse(
+            ef(s.cond),
+            rewrite_stmt(s.then, expr_fn, stmt_fn),
+            None if s.else_ is None else rewrite_stmt(s.else_, expr_fn, stmt_fn),
+        )
+    elif isinstance(s, Allocate):
+        s = Allocate(s.buffer, rewrite_stmt(s.body, expr_fn, stmt_fn))
+    if stmt_fn is not None:
+        out = stmt_fn(s)
+        if out is not None:
+            return out
+    return s
+
+
+def walk(s: Stmt) -> Iterator[Stmt]:
+    """Every statement, pre-order."""
+    yield s
+    if isinstance(s, (For, Allocate)):
+        yield from walk(s.body)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            yield from walk(x)
+    elif isinstance(s, Block):
+        if s.init is not None:
+            yield from walk(s.init)
+        yield from walk(s.body)
+    elif isinstance(s, IfThenElse):
+        yield from walk(s.then)
+        if s.else_ is not None:
+            yield from walk(s.else_)
+
+
+def stmt_exprs(s: Stmt) -> Iterator[Expr]:
+    """The top-level expressions held directly by one statement."""
+    if isinstance(s, BufferStore):
+        yield from s.indices
+        yield s.value
+    elif isinstance(s, Block):
+        yield from s.bindings
+        if s.predicate is not None:
+            yield s.predicate
+    elif isinstance(s, IfThenElse):
+        yield s.cond
+
+
+def loads_in(s: Stmt) -> Iterator[BufferLoad]:
+    for st in walk(s):
+        for e in stmt_exprs(st):
+            for x in iter_exprs(e):
+                if isinstance(x, BufferLoad):
+                    yield x
+
+
+def stores_in(s: Stmt) -> Iterator[BufferStore]:
+    for st in walk(s):
+        if isinstance(st, BufferStore):
+            yield st
+
+
+def blocks_in(s: Stmt) -> Iterator[Block]:
+    for st in walk(s):
+        if isinstance(st, Block):
+            yield st
