@@ -12,9 +12,11 @@ from .errors import (
     TraceError,
 )
 from .kernel import Kernel, build
+from .schedule import ROOT, Schedule, Trace
 
 __all__ = [
-    "BuildError", "IRError", "KernelArgumentError", "ScheduleError", "TEError",
-    "Kernel", "Target", "TensorTuneError", "TraceError", "build", "te", "tir", "workloads",
+    "ROOT", "BuildError", "IRError", "Kernel", "KernelArgumentError", "Schedule",
+    "ScheduleError", "TEError", "Target", "TensorTuneError", "Trace", "TraceError", "build",
+    "te", "tir", "workloads",
 ]
 __version__ = "0.1.0"

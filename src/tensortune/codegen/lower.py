@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..tir.arith import Ranges, affine, bound, from_affine, simplify
+from ..tir.analysis import region, union
+from ..tir.arith import Ranges, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
 from ..tir.functor import rewrite_expr, rewrite_stmt, substitute
 from ..tir.stmt import (
@@ -93,24 +94,6 @@ def _expr_accesses(e: Expr, path: tuple[For, ...], out: dict) -> None:
     rewrite_expr(e, fn)
 
 
-def _region(idx: Expr, inner: Ranges, all_ranges: Ranges) -> tuple[Expr, int]:
-    """(start expression in outer variables, extent) covered by ``idx`` over ``inner``."""
-    aff = affine(simplify(idx, all_ranges))
-    if aff is not None and all(v in all_ranges or v not in inner for v in aff[0]):
-        outer = {v: k for v, k in aff[0].items() if v not in inner}
-        lo, ext = aff[1], 1
-        for v, k in aff[0].items():
-            if v in inner:
-                a, b = inner[v]
-                lo += min(k * a, k * b)
-                ext += abs(k) * (b - a)
-        return from_affine(outer, lo), ext
-    bnd = bound(idx, all_ranges)
-    if bnd is None:
-        raise ValueError(f"cannot bound index {idx}")
-    return IntImm(bnd[0]), bnd[1] - bnd[0] + 1
-
-
 def compact_buffers(func: PrimFunc) -> PrimFunc:
     """Allocate intermediates where they are used, shrunk to the region used there."""
     acc: dict[Buffer, list] = {}
@@ -140,10 +123,10 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
             for idx, p in sites:
                 inner = {f.var: (0, f.extent - 1) for f in p if f.var not in outer_vars}
                 try:
-                    regions.append(_region(idx[d], inner, all_ranges))
+                    regions.append(region(idx[d], inner, all_ranges))
                 except ValueError:
-                    regions.append((IntImm(0), n))
-            lo, ext = _union(regions, all_ranges, n)
+                    regions.append((IntImm(0), n, False))
+            lo, ext, _ = union(regions, n)
             starts.append(lo)
             shape.append(ext)
         if not lca and tuple(shape) == buf.shape:
@@ -165,20 +148,6 @@ def _allocate_at(key: Var, buf: Buffer):
         return None
 
     return fn
-
-
-def _union(regions: list[tuple[Expr, int]], ranges: Ranges, n: int) -> tuple[Expr, int]:
-    lo0, ext0 = regions[0]
-    lo_min, hi_max = 0, ext0
-    for lo, ext in regions[1:]:
-        diff = affine(simplify(BinOp("-", lo, lo0, "int32")))
-        if diff is None or diff[0]:
-            return IntImm(0), n  # starts differ symbolically: keep the whole dimension
-        lo_min, hi_max = min(lo_min, diff[1]), max(hi_max, diff[1] + ext)
-    ext = hi_max - lo_min
-    if ext >= n:
-        return IntImm(0), n
-    return simplify(BinOp("+", lo0, IntImm(lo_min), "int32")), ext
 
 
 def _retarget(body: Stmt, old: Buffer, new: Buffer, starts: list[Expr]) -> Stmt:

@@ -1,0 +1,147 @@
+"""cache_read, cache_write and transform_layout: stage data through a new buffer, and
+re-index an intermediate buffer (e.g. pack a matrix into panels).
+
+cache_read(C, 1) (B read through a copy)::
+
+    with block("B_global", v0=S(ax0), v1=S(ax1)):  B_global[v0, v1] = B[v0, v1]
+    ... C[vi, vj] = C[vi, vj] + A[vi, vk] * B_global[vk, vj]
+
+transform_layout(B_global, lambda k, j: (j // 32, k, j % 32)) then stores B_global as
+[N/32, K, 32] panels: every access is rewritten through the map.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import ScheduleError, check
+from ..tir.arith import bound, simplify
+from ..tir.expr import BufferLoad, Expr, Var
+from ..tir.functor import rewrite_expr, rewrite_stmt, substitute
+from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Stmt
+from .tree import (
+    find_block,
+    insert_root,
+    iter_blocks,
+    reads,
+    replace_block,
+    root_index,
+    unique_name,
+    writers,
+    writes,
+)
+
+
+def _retarget(s: Stmt, old: Buffer, new: Buffer,
+              idx_fn: Callable[[tuple[Expr, ...]], tuple[Expr, ...]] = lambda i: i) -> Stmt:
+    def ef(e: Expr) -> Expr:
+        return rewrite_expr(e, lambda x: BufferLoad(new, idx_fn(x.indices))
+                            if isinstance(x, BufferLoad) and x.buffer is old else None)
+
+    def sf(x: Stmt) -> Stmt | None:
+        if isinstance(x, BufferStore) and x.buffer is old:
+            return BufferStore(new, idx_fn(x.indices), x.value)
+        return None
+
+    return rewrite_stmt(s, expr_fn=ef, stmt_fn=sf)
+
+
+def _copy_nest(name: str, dst: Buffer, src: Buffer) -> Stmt:
+    ivs = tuple(IterVar(Var(f"v{d}"), n, "S") for d, n in enumerate(src.shape))
+    loops = [Var(f"ax{d}") for d in range(len(src.shape))]
+    idx = tuple(iv.var for iv in ivs)
+    body: Stmt = Block(name, ivs, tuple(loops), BufferStore(dst, idx, BufferLoad(src, idx)))
+    for lv, n in reversed(list(zip(loops, src.shape))):
+        body = For(lv, n, body)
+    return body
+
+
+def cache_read(func: PrimFunc, name: str, index: int, scope: str) -> tuple[PrimFunc, str]:
+    what = f"cache_read({name}, {index})"
+    blk, _ = find_block(func, name)
+    own = writes(blk)
+    rds = [b for b in reads(blk) if b not in own]
+    check(0 <= index < len(rds), f"{what}: block {name} reads {len(rds)} buffers "
+                                 f"({', '.join(b.name for b in rds)}); index must be in "
+                                 f"[0, {len(rds)})")
+    buf = rds[index]
+    ri = root_index(func, name)
+    for w in writers(func, buf):
+        check(root_index(func, w.name) < ri,
+              f"{what}: {buf.name} is produced by {w.name} inside the same loop nest as "
+              f"{name}; cache it before moving the producer there")
+    new_name = unique_name(func, f"{buf.name}_{scope}")
+    cbuf = Buffer(new_name, buf.shape, buf.dtype, scope)
+    f2 = replace_block(func, name, lambda b: replace(
+        b, body=_retarget(b.body, buf, cbuf),
+        init=None if b.init is None else _retarget(b.init, buf, cbuf)))
+    f3 = insert_root(f2, ri, _copy_nest(new_name, cbuf, buf))
+    return f3.with_body(f3.body, f3.alloc_buffers + (cbuf,)), new_name
+
+
+def cache_write(func: PrimFunc, name: str, index: int, scope: str) -> tuple[PrimFunc, str]:
+    what = f"cache_write({name}, {index})"
+    blk, _ = find_block(func, name)
+    ws = writes(blk)
+    check(0 <= index < len(ws), f"{what}: block {name} writes {len(ws)} buffers; index must "
+                                f"be in [0, {len(ws)})")
+    buf = ws[index]
+    check(writers(func, buf) == [blk], f"{what}: {buf.name} has other writers than {name}")
+    ri = root_index(func, name)
+    early = [b.name for b, _ in iter_blocks(func.body)
+             if b.name != name and buf in reads(b) and root_index(func, b.name) <= ri]
+    if early:
+        raise ScheduleError(f"{what}: {early[0]} reads {buf.name} inside the same loop nest as "
+                     f"{name}; cache_write before moving consumers into it")
+    new_name = unique_name(func, f"{buf.name}_{scope}")
+    cbuf = Buffer(new_name, buf.shape, buf.dtype, scope)
+    f2 = replace_block(func, name, lambda b: replace(
+        b, body=_retarget(b.body, buf, cbuf),
+        init=None if b.init is None else _retarget(b.init, buf, cbuf)))
+    f3 = insert_root(f2, ri + 1, _copy_nest(new_name, buf, cbuf))
+    return f3.with_body(f3.body, f3.alloc_buffers + (cbuf,)), new_name
+
+
+def _eval_index(e: Expr, env: dict) -> np.ndarray:
+    from ..reference import _eval
+
+    return np.asarray(_eval(e, env, {}))
+
+
+def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],
+                     results: list[Expr]) -> PrimFunc:
+    what = f"transform_layout({buf.name})"
+    check(buf in func.alloc_buffers,
+          f"{what}: {buf.name} is a function parameter; its layout is part of the kernel's "
+          "interface. Apply the map to a cache_read/cache_write stage of it instead")
+    check(len(params) == len(buf.shape),
+          f"{what}: the index map takes {len(params)} indices but {buf.name} has "
+          f"{len(buf.shape)} dimensions")
+    ranges = {p: (0, n - 1) for p, n in zip(params, buf.shape)}
+    shape = []
+    for d, r in enumerate(results):
+        b = bound(simplify(r, ranges), ranges)
+        check(b is not None and b[0] >= 0,
+              f"{what}: output {d} of the index map ({r}) is not provably non-negative")
+        assert b is not None
+        shape.append(b[1] + 1)
+    if math.prod(buf.shape) <= 1 << 24:
+        env = {p: np.arange(n).reshape([-1 if i == d else 1 for i in range(len(params))])
+               for d, (p, n) in enumerate(zip(params, buf.shape))}
+        flat = np.zeros(buf.shape, dtype=np.int64)
+        for r, n in zip(results, shape):
+            flat = flat * n + np.broadcast_to(_eval_index(r, env), buf.shape)
+        check(np.unique(flat).size == flat.size,
+              f"{what}: the index map sends two elements of {buf.name} to the same place")
+    new = Buffer(buf.name, tuple(shape), buf.dtype, buf.scope)
+
+    def idx_fn(idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
+        return tuple(simplify(substitute(r, dict(zip(params, idx)))) for r in results)
+
+    body = _retarget(func.body, buf, new, idx_fn)
+    allocs = tuple(new if b is buf else b for b in func.alloc_buffers)
+    return func.with_body(body, allocs)

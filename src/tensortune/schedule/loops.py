@@ -1,0 +1,163 @@
+"""Loop primitives: split, fuse, reorder, and loop kinds (parallel, vectorize, unroll).
+
+Each is a pure function from a function to a new function; ``Schedule`` records them.
+
+split(i, [None, 4]) on ``for i in range(10): B[i] = A[i]``::
+
+    for i_0 in range(3):
+        for i_1 in range(4):
+            with block("B", vi=S(i_0 * 4 + i_1)):
+                where(i_0 * 4 + i_1 < 10)           # the tail is guarded, never out of bounds
+                B[vi] = A[vi]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from ..errors import ScheduleError, check
+from ..tir.arith import simplify
+from ..tir.expr import BinOp, Expr, IntImm, Var
+from ..tir.functor import free_vars, rewrite_stmt, substitute
+from ..tir.stmt import Block, For, ForKind, PrimFunc, Stmt
+from .tree import blocks_under, find_loop, replace_loop
+
+
+def _conj(a: Expr | None, b: Expr) -> Expr:
+    return b if a is None else BinOp("&&", a, b, "bool")
+
+
+def _rebind(body: Stmt, vmap: dict[Var, Expr], ranges: dict[Var, tuple[int, int]],
+            guard: Expr | None = None) -> Stmt:
+    """Substitute loop variables in block bindings/predicates; add ``guard`` to blocks."""
+
+    def sf(s: Stmt) -> Stmt | None:
+        if not isinstance(s, Block):
+            return None
+        binds = tuple(simplify(substitute(b, vmap), ranges) for b in s.bindings)
+        pred = None if s.predicate is None else simplify(substitute(s.predicate, vmap), ranges)
+        if guard is not None:
+            pred = _conj(pred, guard)
+        return replace(s, bindings=binds, predicate=pred)
+
+    return rewrite_stmt(body, stmt_fn=sf)
+
+
+def split(func: PrimFunc, var: Var, factors: list[int | None]) -> tuple[PrimFunc, list[Var]]:
+    loop, _ = find_loop(func, var)
+    check(len(factors) >= 2, f"split of loop {var.name}: give at least 2 factors, got {factors}")
+    nones = [i for i, f in enumerate(factors) if f is None]
+    check(len(nones) <= 1, f"split of loop {var.name}: at most one factor may be None "
+                           f"(inferred), got {factors}")
+    for f in factors:
+        check(f is None or (isinstance(f, int) and f > 0),
+              f"split of loop {var.name}: factors must be positive ints or None, got {factors}")
+    known = math.prod(f for f in factors if f is not None)
+    facs = [f if f is not None else -(-loop.extent // known) for f in factors]
+    total = math.prod(facs)
+    check(total >= loop.extent, f"split of loop {var.name} (extent {loop.extent}): factors "
+                                f"{facs} cover only {total} iterations; use None for one factor")
+    new_vars = [Var(f"{var.name}_{i}") for i in range(len(facs))]
+    fused: Expr = IntImm(0)
+    for v, f in zip(new_vars, facs):
+        fused = BinOp("+", BinOp("*", fused, IntImm(f), "int32"), v, "int32")
+    ranges = {v: (0, f - 1) for v, f in zip(new_vars, facs)}
+    guard = None if total == loop.extent else BinOp("<", fused, IntImm(loop.extent), "bool")
+    body = _rebind(loop.body, {var: simplify(fused, ranges)}, ranges,
+                   None if guard is None else simplify(guard, ranges))
+    for v, f in reversed(list(zip(new_vars, facs))):
+        body = For(v, f, body)
+    return replace_loop(func, var, lambda _: body), new_vars
+
+
+def fuse(func: PrimFunc, vars_: list[Var]) -> tuple[PrimFunc, Var]:
+    check(len(vars_) >= 2, "fuse needs at least two loops")
+    outer, _ = find_loop(func, vars_[0])
+    loops = [outer]
+    for v in vars_[1:]:
+        inner = loops[-1].body
+        check(isinstance(inner, For) and inner.var is v,
+              f"fuse: loop {v.name} is not the only statement directly inside loop "
+              f"{loops[-1].var.name}; only perfectly nested, consecutive loops can be fused")
+        assert isinstance(inner, For)
+        loops.append(inner)
+    extent = math.prod(lp.extent for lp in loops)
+    f = Var("_".join(v.name for v in vars_) + "_f")
+    vmap: dict[Var, Expr] = {}
+    stride = 1
+    for lp in reversed(loops):
+        e: Expr = BinOp("//", f, IntImm(stride), "int32") if stride > 1 else f
+        vmap[lp.var] = BinOp("%", e, IntImm(lp.extent), "int32") if stride * lp.extent < extent \
+            else e
+        stride *= lp.extent
+    ranges = {f: (0, extent - 1)}
+    body = _rebind(loops[-1].body, {v: simplify(e, ranges) for v, e in vmap.items()}, ranges)
+    return replace_loop(func, vars_[0], lambda _: For(f, extent, body)), f
+
+
+def reorder(func: PrimFunc, vars_: list[Var]) -> PrimFunc:
+    check(len(set(vars_)) == len(vars_), "reorder: a loop is listed twice")
+    found = [find_loop(func, v) for v in vars_]
+    outer_i = min(range(len(found)), key=lambda i: len(found[i][1]))
+    chain: list[For] = [found[outer_i][0]]
+    wanted = set(vars_)
+    while len([lp for lp in chain if lp.var in wanted]) < len(vars_):
+        body = chain[-1].body
+        if not isinstance(body, For):
+            missing = [v.name for v in vars_ if v not in {lp.var for lp in chain}]
+            raise ScheduleError(
+                f"reorder: loops {missing} are not in a single perfect nest under loop "
+                f"{chain[0].var.name} (loop {chain[-1].var.name} holds more than one "
+                "statement); reorder only loops nested directly in one another")
+        chain.append(body)
+    inner_body = chain[-1].body
+    queue = list(vars_)
+    by_var = {lp.var: lp for lp in chain}
+    new_chain = [by_var[queue.pop(0)] if lp.var in wanted else lp for lp in chain]
+    body = inner_body
+    for lp in reversed(new_chain):
+        body = replace(lp, body=body)
+    return replace_loop(func, chain[0].var, lambda _: body)
+
+
+def _reduction_bound(loop: For) -> list[str]:
+    """Blocks under ``loop`` that bind it to a reduction iteration variable."""
+    bad = []
+    for b in blocks_under(loop.body):
+        for iv, bind in zip(b.iter_vars, b.bindings):
+            if iv.kind == "R" and loop.var in free_vars(bind):
+                bad.append(f"{b.name}.{iv.var.name}")
+    return bad
+
+
+def set_kind(func: PrimFunc, var: Var, kind: ForKind) -> PrimFunc:
+    loop, path = find_loop(func, var)
+    if kind in (ForKind.PARALLEL, ForKind.VECTORIZED):
+        bad = _reduction_bound(loop)
+        check(not bad, f"cannot make loop {var.name} {kind.value}: it iterates the reduction "
+                       f"axis {', '.join(bad)}; only loops over spatial axes can be {kind.value}")
+    if kind == ForKind.PARALLEL:
+        nested = [lp.var.name for lp in path if lp.kind == ForKind.PARALLEL]
+        from ..tir.functor import walk
+
+        nested += [s.var.name for s in walk(loop.body)
+                   if isinstance(s, For) and s.kind == ForKind.PARALLEL]
+        if nested:
+            raise ScheduleError(f"cannot parallelize loop {var.name}: loop {nested[0]} around or "
+                          "inside it is already parallel; fuse them instead")
+    return replace_loop(func, var, lambda lp: replace(lp, kind=kind))
+
+
+def annotate(func: PrimFunc, var: Var, key: str, value: object) -> PrimFunc:
+    check(key in ("pragma_unroll",), f"annotate: unknown loop annotation {key!r}; "
+                                     "known: 'pragma_unroll' (an unroll depth)")
+    check(isinstance(value, int) and value >= 0,
+          f"annotate {key}: value must be a non-negative int, got {value!r}")
+
+    def fn(lp: For) -> For:
+        ann = dict(lp.annotations)
+        ann[key] = value
+        return replace(lp, annotations=tuple(sorted(ann.items())))
+
+    return replace_loop(func, var, fn)

@@ -1,0 +1,164 @@
+"""decompose_reduction and rfactor.
+
+decompose_reduction(C, k) moves the init out of the reduction loops::
+
+    for i, j:                                  for i, j:
+        for k:                                     with block("C_init"): C[vi, vj] = 0.0
+            with block("C"):            -->        for k:
+                init: C[vi, vj] = 0.0                  with block("C"):
+                C[vi, vj] += ...                           C[vi, vj] += ...
+
+rfactor(ki, 0) on a sum whose axis was split into ko, ki makes ki a spatial axis of a
+partial-sum buffer ``C_rf[ki, ...]`` (vectorizable/parallel) and adds a final block that
+sums the partials into ``C``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import check
+from ..tir.arith import simplify
+from ..tir.expr import BinOp, BufferLoad, Expr, Var, structural_equal
+from ..tir.functor import free_vars, rewrite_stmt, substitute
+from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Stmt, seq
+from .tree import (
+    blocks_under,
+    find_block,
+    find_loop,
+    insert_root,
+    mutate,
+    replace_block,
+    root_index,
+    unique_name,
+)
+
+
+def _conjuncts(e: Expr | None) -> list[Expr]:
+    if e is None:
+        return []
+    if isinstance(e, BinOp) and e.op == "&&":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+def decompose_reduction(func: PrimFunc, name: str, var: Var) -> tuple[PrimFunc, str]:
+    what = f"decompose_reduction({name}, {var.name})"
+    blk, path = find_block(func, name)
+    check(blk.init is not None, f"{what}: block {name} has no init (not a reduction, or "
+                                "already decomposed)")
+    assert blk.init is not None
+    pos = next((i for i, lp in enumerate(path) if lp.var is var), None)
+    check(pos is not None, f"{what}: loop {var.name} does not enclose block {name}")
+    assert pos is not None
+    red = set().union(*[free_vars(b) for iv, b in zip(blk.iter_vars, blk.bindings)
+                        if iv.kind == "R"])
+    spat = set().union(*[free_vars(b) for iv, b in zip(blk.iter_vars, blk.bindings)
+                         if iv.kind == "S"])
+    for lp in path[:pos]:
+        check(lp.var not in red, f"{what}: loop {lp.var.name} outside {var.name} iterates a "
+                                 f"reduction axis of {name}; decompose at a loop outside all "
+                                 "reduction loops")
+    for lp in path[pos:]:
+        check(not (lp.var in red and lp.var in spat),
+              f"{what}: loop {lp.var.name} iterates both spatial and reduction axes")
+    keep = [lp for lp in path[pos:] if lp.var in spat]
+    vmap: dict[Var, Expr] = {lp.var: Var(lp.var.name + "_init") for lp in keep}
+    dropped = {lp.var for lp in path[pos:] if lp.var not in spat}
+    ivs = tuple(IterVar(Var(iv.var.name), iv.extent, "S") for iv in blk.iter_vars
+                if iv.kind == "S")
+    ivmap: dict[Var, Expr] = {old.var: new.var for old, new in
+                              zip([iv for iv in blk.iter_vars if iv.kind == "S"], ivs)}
+    binds = tuple(substitute(b, vmap) for iv, b in zip(blk.iter_vars, blk.bindings)
+                  if iv.kind == "S")
+    pred: Expr | None = None
+    for c in _conjuncts(blk.predicate):
+        if not free_vars(c) & dropped:
+            c = substitute(c, vmap)
+            pred = c if pred is None else BinOp("&&", pred, c, "bool")
+    init_name = unique_name(func, f"{name}_init")
+    init_body = rewrite_stmt(blk.init, expr_fn=lambda e: substitute(e, ivmap))
+    nest: Stmt = Block(init_name, ivs, binds, init_body, None, pred)
+    for lp in reversed(keep):
+        new_var = vmap[lp.var]
+        assert isinstance(new_var, Var)
+        nest = For(new_var, lp.extent, nest, lp.kind, lp.annotations)
+    f2 = replace_block(func, name, lambda b: replace(b, init=None))
+    body = mutate(f2.body, lambda s: isinstance(s, For) and s.var is var,
+                  lambda s: seq([nest, s]))
+    assert body is not None
+    return f2.with_body(body), init_name
+
+
+def _reduction_parts(blk: Block, what: str) -> tuple[BufferStore, str, Expr]:
+    st = blk.body
+    ok = blk.init is not None and isinstance(st, BufferStore) and isinstance(st.value, BinOp) \
+        and st.value.op in ("+", "max", "min") and isinstance(st.value.a, BufferLoad) \
+        and st.value.a.buffer is st.buffer and structural_equal(st.value.a.indices, st.indices)
+    check(ok, f"{what}: block {blk.name} is not a reduction of the form "
+              "X[...] = X[...] + expr (or max/min) with an init")
+    assert isinstance(st, BufferStore) and isinstance(st.value, BinOp)
+    return st, st.value.op, st.value.b
+
+
+def rfactor(func: PrimFunc, var: Var, factor_axis: int = 0) -> tuple[PrimFunc, str]:
+    what = f"rfactor({var.name})"
+    loop, _ = find_loop(func, var)
+    users = [b for b in blocks_under(loop.body)
+             if any(iv.kind == "R" and var in free_vars(bd)
+                    for iv, bd in zip(b.iter_vars, b.bindings))]
+    check(len(users) == 1, f"{what}: loop {var.name} must iterate the reduction axis of "
+                           f"exactly one block, found {len(users)}")
+    blk = users[0]
+    _, path = find_block(func, blk.name)
+    st, op, src = _reduction_parts(blk, what)
+    check(all(var not in free_vars(bd) for iv, bd in zip(blk.iter_vars, blk.bindings)
+              if iv.kind == "S"), f"{what}: loop {var.name} also iterates a spatial axis")
+    red_loops = [lp for lp in path if any(
+        lp.var in free_vars(bd) for iv, bd in zip(blk.iter_vars, blk.bindings) if iv.kind == "R")]
+    buf = st.buffer
+    check(0 <= factor_axis <= len(buf.shape),
+          f"{what}: factor_axis must be in [0, {len(buf.shape)}], got {factor_axis}")
+    s_ivs = [iv for iv in blk.iter_vars if iv.kind == "S"]
+    new_s = [IterVar(Var(iv.var.name), iv.extent, "S") for iv in s_ivs]
+    vrf = IterVar(Var("v" + var.name), loop.extent, "S")
+    new_r = [IterVar(Var("v" + lp.var.name), lp.extent, "R") for lp in red_loops
+             if lp.var is not var]
+    loop_to_iv: dict[Var, Expr] = {var: vrf.var}
+    loop_to_iv.update({lp.var: iv.var for lp, iv in
+                       zip([lp for lp in red_loops if lp.var is not var], new_r)})
+    ivmap: dict[Var, Expr] = {o.var: n.var for o, n in zip(s_ivs, new_s)}
+    for iv, bd in zip(blk.iter_vars, blk.bindings):
+        if iv.kind == "R":
+            ivmap[iv.var] = simplify(substitute(bd, loop_to_iv))
+    rf_name = unique_name(func, f"{buf.name}_rf")
+    shape = list(buf.shape)
+    shape.insert(factor_axis, loop.extent)
+    rf_buf = Buffer(rf_name, tuple(shape), buf.dtype, "global")
+    idx = [substitute(i, ivmap) for i in st.indices]
+    rf_idx = tuple(idx[:factor_axis] + [vrf.var] + idx[factor_axis:])
+    acc = BufferLoad(rf_buf, rf_idx)
+    rf_body = BufferStore(rf_buf, rf_idx, BinOp(op, acc, substitute(src, ivmap), buf.dtype))
+    assert blk.init is not None and isinstance(blk.init, BufferStore)
+    rf_init = BufferStore(rf_buf, rf_idx, blk.init.value)
+    rf_block = Block(rf_name, tuple(new_s + [vrf] + new_r),
+                     tuple([bd for iv, bd in zip(blk.iter_vars, blk.bindings) if iv.kind == "S"]
+                           + [var] + [lp.var for lp in red_loops if lp.var is not var]),
+                     rf_body, rf_init, blk.predicate)
+    # The final block keeps the original name: it still produces the original buffer.
+    w_s = [IterVar(Var(iv.var.name), iv.extent, "S") for iv in s_ivs]
+    w_r = IterVar(Var("v" + var.name), loop.extent, "R")
+    wmap: dict[Var, Expr] = {o.var: n.var for o, n in zip(s_ivs, w_s)}
+    out_idx = tuple(substitute(i, wmap) for i in st.indices)
+    part_idx = tuple(list(out_idx[:factor_axis]) + [w_r.var] + list(out_idx[factor_axis:]))
+    w_body = BufferStore(buf, out_idx, BinOp(op, BufferLoad(buf, out_idx),
+                                             BufferLoad(rf_buf, part_idx), buf.dtype))
+    w_init = BufferStore(buf, out_idx, substitute(blk.init.value, wmap))
+    loops = [Var(iv.var.name[1:] or "ax") for iv in w_s] + [Var(var.name)]
+    nest: Stmt = Block(blk.name, tuple(w_s + [w_r]), tuple(loops), w_body, w_init)
+    for lv, n in reversed(list(zip(loops, [iv.extent for iv in w_s] + [loop.extent]))):
+        nest = For(lv, n, nest)
+    ri = root_index(func, blk.name)
+    f2 = replace_block(func, blk.name, lambda _: rf_block)
+    f3 = insert_root(f2, ri + 1, nest)
+    return f3.with_body(f3.body, f3.alloc_buffers + (rf_buf,)), rf_name

@@ -1,0 +1,64 @@
+"""Sampling instructions: the random choices of a design space, each with a checkable
+decision so a trace replays exactly and mutators can propose new decisions.
+
+Example:
+    >>> sample_perfect_tile(random.Random(0), 64, n=3, max_innermost=16)
+    [2, 4, 8]
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import check
+
+
+def _prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def sample_perfect_tile(rng: random.Random, extent: int, n: int,
+                        max_innermost: int) -> list[int]:
+    """n factors whose product is ``extent``, the innermost at most ``max_innermost``."""
+    for _ in range(100):
+        tiles = [1] * n
+        for p in _prime_factors(extent):
+            tiles[rng.randrange(n)] *= p
+        if tiles[-1] <= max_innermost:
+            return tiles
+    tiles = [1] * n
+    tiles[0] = extent
+    return tiles
+
+
+def check_perfect_tile(decision: Any, extent: int, n: int, max_innermost: int,
+                       where: str) -> list[int]:
+    ok = isinstance(decision, (list, tuple)) and len(decision) == n and \
+        all(isinstance(x, int) and x > 0 for x in decision) and math.prod(decision) == extent
+    check(ok, f"{where}: decision {decision} must be {n} positive ints whose product is the "
+              f"loop extent {extent}")
+    check(decision[-1] <= max_innermost,
+          f"{where}: innermost factor {decision[-1]} exceeds max_innermost_factor "
+          f"{max_innermost}")
+    return list(decision)
+
+
+def sample_categorical(rng: random.Random, probs: Sequence[float]) -> int:
+    return rng.choices(range(len(probs)), weights=probs)[0]
+
+
+def check_categorical(decision: Any, n: int, where: str) -> int:
+    check(isinstance(decision, int) and 0 <= decision < n,
+          f"{where}: decision {decision} must be an index in [0, {n})")
+    return int(decision)

@@ -1,0 +1,295 @@
+"""``Schedule``: apply primitives to a function through random variables, recording a trace.
+
+Every method checks legality and raises ``ScheduleError`` (naming the block or loop and
+what would be valid) before changing anything, so a failed call leaves the schedule as it
+was. Primitives live in ``loops.py``, ``compute_location.py``, ``inline.py``, ``cache.py``
+and ``reduction.py``; this class only resolves random variables and records.
+
+Example:
+    >>> sch = tt.Schedule(func)
+    >>> blk = sch.get_block("C")
+    >>> i, j, k = sch.get_loops(blk)
+    >>> i0, i1 = sch.split(i, factors=[None, 32])
+    >>> sch.parallel(i0)
+    >>> print(sch.trace.as_python())
+    b0 = sch.get_block('C')
+    l1, l2, l3 = sch.get_loops(b0)
+    l4, l5 = sch.split(l1, factors=[None, 32])
+    sch.parallel(l4)
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import ScheduleError, check
+from ..tir.expr import Var
+from ..tir.stmt import ForKind, PrimFunc
+from ..tir.verify import verify
+from . import cache, compute_location, inline, loops, reduction, sampling
+from .index_map import IndexMap
+from .trace import BlockRV, ExprRV, Instruction, LoopRV, RootRV, Trace
+from .tree import find_block, find_loop, iter_blocks, readers, reads, writers, writes
+
+ROOT = RootRV()
+
+
+class Schedule:
+    """A function being scheduled (``sch.func``), its original (``sch.original``) and the
+    trace of everything applied (``sch.trace``). ``seed`` makes sampling deterministic."""
+
+    def __init__(self, func: PrimFunc, *, seed: int | None = None) -> None:
+        if not isinstance(func, PrimFunc):
+            raise ScheduleError(f"Schedule takes a PrimFunc, got {type(func).__name__}")
+        verify(func)
+        self.original = func
+        self.func = func
+        self.trace = Trace()
+        self.rng = random.Random(seed)
+        self._rv: dict[int, Any] = {}
+
+    def copy(self) -> Schedule:
+        new = copy.copy(self)
+        new.trace = Trace(list(self.trace.insts), dict(self.trace.decisions))
+        new.rng = random.Random()
+        new.rng.setstate(self.rng.getstate())
+        new._rv = dict(self._rv)
+        return new
+
+    def __str__(self) -> str:
+        return str(self.func)
+
+    # ------------------------------------------------------------------ plumbing
+    def _new(self, cls: type, value: Any) -> Any:
+        rv = cls()
+        self._rv[id(rv)] = (rv, value)
+        return rv
+
+    def _get(self, rv: Any, cls: type, what: str) -> Any:
+        if not isinstance(rv, cls) or id(rv) not in self._rv:
+            raise ScheduleError(f"{what}: expected a {cls.__name__} of this schedule, "
+                                f"got {rv!r}")
+        return self._rv[id(rv)][1]
+
+    def _block(self, rv: Any, what: str) -> str:
+        name = self._get(rv, BlockRV, what)
+        find_block(self.func, name)
+        return name
+
+    def _loop(self, rv: Any, what: str) -> Var:
+        return self._get(rv, LoopRV, what)
+
+    def _int(self, x: Any, what: str) -> int | None:
+        if isinstance(x, ExprRV):
+            return self._get(x, ExprRV, what)
+        return x
+
+    def _record(self, kind: str, inputs: Sequence[Any], attrs: dict[str, Any],
+                outputs: Sequence[Any], decision: Any = None) -> None:
+        self.trace.append(Instruction(kind, tuple(inputs), tuple(attrs.items()),
+                                      tuple(outputs)), decision)
+
+    def _commit(self, func: PrimFunc) -> None:
+        verify(func)
+        self.func = func
+
+    # ------------------------------------------------------------------ queries
+    def get_block(self, name: str) -> BlockRV:
+        find_block(self.func, name)
+        rv = self._new(BlockRV, name)
+        self._record("get_block", [name], {}, [rv])
+        return rv
+
+    def get_loops(self, block: BlockRV) -> list[LoopRV]:
+        _, path = find_block(self.func, self._block(block, "get_loops"))
+        rvs = [self._new(LoopRV, lp.var) for lp in path]
+        self._record("get_loops", [block], {}, rvs)
+        return rvs
+
+    def get_producers(self, block: BlockRV) -> list[BlockRV]:
+        blk, _ = find_block(self.func, self._block(block, "get_producers"))
+        names = [w.name for b in reads(blk) for w in writers(self.func, b) if w.name != blk.name]
+        rvs = [self._new(BlockRV, n) for n in dict.fromkeys(names)]
+        self._record("get_producers", [block], {}, rvs)
+        return rvs
+
+    def get_consumers(self, block: BlockRV) -> list[BlockRV]:
+        blk, _ = find_block(self.func, self._block(block, "get_consumers"))
+        names = [r.name for b in writes(blk) for r in readers(self.func, b)]
+        rvs = [self._new(BlockRV, n) for n in dict.fromkeys(names)]
+        self._record("get_consumers", [block], {}, rvs)
+        return rvs
+
+    def block_names(self) -> list[str]:
+        return [b.name for b, _ in iter_blocks(self.func.body)]
+
+    # ------------------------------------------------------------------ loops
+    def split(self, loop: LoopRV, factors: Sequence[int | ExprRV | None]) -> list[LoopRV]:
+        var = self._loop(loop, "split")
+        facs = [self._int(f, "split") for f in factors]
+        func, new = loops.split(self.func, var, facs)
+        self._commit(func)
+        rvs = [self._new(LoopRV, v) for v in new]
+        self._record("split", [loop], {"factors": list(factors)}, rvs)
+        return rvs
+
+    def fuse(self, *loop_rvs: LoopRV) -> LoopRV:
+        func, new = loops.fuse(self.func, [self._loop(lp, "fuse") for lp in loop_rvs])
+        self._commit(func)
+        rv = self._new(LoopRV, new)
+        self._record("fuse", list(loop_rvs), {}, [rv])
+        return rv
+
+    def reorder(self, *loop_rvs: LoopRV) -> None:
+        self._commit(loops.reorder(self.func, [self._loop(lp, "reorder") for lp in loop_rvs]))
+        self._record("reorder", list(loop_rvs), {}, [])
+
+    def _kind(self, name: str, loop: LoopRV, kind: ForKind) -> None:
+        self._commit(loops.set_kind(self.func, self._loop(loop, name), kind))
+        self._record(name, [loop], {}, [])
+
+    def parallel(self, loop: LoopRV) -> None:
+        self._kind("parallel", loop, ForKind.PARALLEL)
+
+    def vectorize(self, loop: LoopRV) -> None:
+        self._kind("vectorize", loop, ForKind.VECTORIZED)
+
+    def unroll(self, loop: LoopRV) -> None:
+        self._kind("unroll", loop, ForKind.UNROLLED)
+
+    def annotate(self, loop: LoopRV, key: str, value: int | ExprRV) -> None:
+        val = self._int(value, "annotate")
+        self._commit(loops.annotate(self.func, self._loop(loop, "annotate"), key, val))
+        self._record("annotate", [loop, key, value], {}, [])
+
+    # ------------------------------------------------------------------ compute location
+    def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        name = self._block(block, "compute_at")
+        if not isinstance(loop, RootRV):
+            self._commit(compute_location.compute_at(self.func, name,
+                                                     self._loop(loop, "compute_at")))
+        self._record("compute_at", [block, loop], {}, [])
+
+    def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        name = self._block(block, "reverse_compute_at")
+        var = self._loop(loop, "reverse_compute_at")
+        self._commit(compute_location.reverse_compute_at(self.func, name, var))
+        self._record("reverse_compute_at", [block, loop], {}, [])
+
+    def compute_inline(self, block: BlockRV) -> None:
+        self._commit(inline.compute_inline(self.func, self._block(block, "compute_inline")))
+        self._record("compute_inline", [block], {}, [])
+
+    def reverse_compute_inline(self, block: BlockRV) -> None:
+        name = self._block(block, "reverse_compute_inline")
+        self._commit(inline.reverse_compute_inline(self.func, name))
+        self._record("reverse_compute_inline", [block], {}, [])
+
+    # ------------------------------------------------------------------ caches and layout
+    def cache_read(self, block: BlockRV, read_index: int, scope: str = "global") -> BlockRV:
+        name = self._block(block, "cache_read")
+        func, new = cache.cache_read(self.func, name, read_index, scope)
+        self._commit(func)
+        rv = self._new(BlockRV, new)
+        self._record("cache_read", [block, read_index, scope], {}, [rv])
+        return rv
+
+    def cache_write(self, block: BlockRV, write_index: int = 0, scope: str = "local") -> BlockRV:
+        name = self._block(block, "cache_write")
+        func, new = cache.cache_write(self.func, name, write_index, scope)
+        self._commit(func)
+        rv = self._new(BlockRV, new)
+        self._record("cache_write", [block, write_index, scope], {}, [rv])
+        return rv
+
+    def transform_layout(self, block: BlockRV, buffer: str,
+                         index_map: Callable[..., Any] | str) -> None:
+        """Re-index intermediate ``buffer`` (a name) of ``block`` through ``index_map``."""
+        blk, _ = find_block(self.func, self._block(block, "transform_layout"))
+        bufs = [b for b in (*reads(blk), *writes(blk)) if b.name == buffer]
+        check(bool(bufs), f"transform_layout: block {blk.name} does not access a buffer named "
+                          f"{buffer!r}; it accesses "
+                          f"{[b.name for b in (*reads(blk), *writes(blk))]}")
+        im = IndexMap.parse(index_map, len(bufs[0].shape))
+        self._commit(cache.transform_layout(self.func, bufs[0], im.params, im.results))
+        self._record("transform_layout", [block, buffer, im.text], {}, [])
+
+    # ------------------------------------------------------------------ reductions
+    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        name = self._block(block, "decompose_reduction")
+        func, new = reduction.decompose_reduction(self.func, name,
+                                                  self._loop(loop, "decompose_reduction"))
+        self._commit(func)
+        rv = self._new(BlockRV, new)
+        self._record("decompose_reduction", [block, loop], {}, [rv])
+        return rv
+
+    def rfactor(self, loop: LoopRV, factor_axis: int = 0) -> BlockRV:
+        func, new = reduction.rfactor(self.func, self._loop(loop, "rfactor"), factor_axis)
+        self._commit(func)
+        rv = self._new(BlockRV, new)
+        self._record("rfactor", [loop], {"factor_axis": factor_axis}, [rv])
+        return rv
+
+    # ------------------------------------------------------------------ sampling
+    def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
+                            decision: list[int] | None = None) -> list[ExprRV]:
+        lp, _ = find_loop(self.func, self._loop(loop, "sample_perfect_tile"))
+        where = f"sample_perfect_tile({lp.var.name})"
+        if decision is None:
+            decision = sampling.sample_perfect_tile(self.rng, lp.extent, n, max_innermost_factor)
+        decision = sampling.check_perfect_tile(decision, lp.extent, n, max_innermost_factor,
+                                               where)
+        rvs = [self._new(ExprRV, f) for f in decision]
+        self._record("sample_perfect_tile", [loop],
+                     {"n": n, "max_innermost_factor": max_innermost_factor}, rvs, decision)
+        return rvs
+
+    def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
+                           decision: int | None = None) -> ExprRV:
+        check(len(candidates) == len(probs) and len(candidates) > 0,
+              "sample_categorical: candidates and probs must be non-empty and equally long")
+        if decision is None:
+            decision = sampling.sample_categorical(self.rng, probs)
+        decision = sampling.check_categorical(decision, len(candidates), "sample_categorical")
+        rv = self._new(ExprRV, candidates[decision])
+        self._record("sample_categorical", [],
+                     {"candidates": list(candidates), "probs": list(probs)}, [rv], decision)
+        return rv
+
+    def compute_location_candidates(self, block: BlockRV) -> list[Var | None]:
+        """None (stay at root) and every loop where compute_at(block, loop) is legal."""
+        name = self._block(block, "sample_compute_location")
+        blk, _ = find_block(self.func, name)
+        out: list[Var | None] = [None]
+        cons = [c for b in writes(blk) for c in readers(self.func, b)]
+        if not cons:
+            return out
+        _, path = find_block(self.func, cons[0].name)
+        for lp in path:
+            try:
+                compute_location.compute_at(self.func, name, lp.var)
+                out.append(lp.var)
+            except ScheduleError:
+                pass
+        return out
+
+    def sample_compute_location(self, block: BlockRV,
+                                decision: int | None = None) -> LoopRV:
+        """A legal compute location of ``block``: ``tt.ROOT`` or a loop of its consumer;
+        the decision is an index into ``compute_location_candidates``."""
+        cands = self.compute_location_candidates(block)
+        if decision is None:
+            decision = self.rng.randrange(len(cands))
+        decision = sampling.check_categorical(decision, len(cands), "sample_compute_location")
+        var = cands[decision]
+        if var is None:
+            out: LoopRV = RootRV()
+            self._rv[id(out)] = (out, None)
+        else:
+            out = self._new(LoopRV, var)
+        self._record("sample_compute_location", [block], {}, [out], decision)
+        return out

@@ -1,0 +1,171 @@
+"""Queries and edits of a function's loop tree, shared by the schedule primitives.
+
+Loops are identified by their variable and blocks by their (unique) name, since the IR
+is immutable and every edit rebuilds the path from the root.
+
+Example:
+    >>> blk, loops = find_block(func, "C")         # the block and its enclosing loops
+    >>> func = remove_block(func, "C")             # and any loops left empty
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from ..errors import ScheduleError
+from ..tir.expr import BufferLoad, Var
+from ..tir.functor import iter_exprs, stmt_exprs, walk
+from ..tir.stmt import Block, Buffer, BufferStore, For, PrimFunc, Seq, Stmt, seq
+
+Path = tuple[For, ...]
+
+
+def iter_blocks(s: Stmt, path: Path = ()) -> Iterator[tuple[Block, Path]]:
+    """Every block with the loops enclosing it, in program order."""
+    if isinstance(s, For):
+        yield from iter_blocks(s.body, path + (s,))
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            yield from iter_blocks(x, path)
+    elif isinstance(s, Block):
+        yield s, path
+
+
+def block_names(func: PrimFunc) -> list[str]:
+    return [b.name for b, _ in iter_blocks(func.body)]
+
+
+def find_block(func: PrimFunc, name: str) -> tuple[Block, Path]:
+    for b, p in iter_blocks(func.body):
+        if b.name == name:
+            return b, p
+    raise ScheduleError(f"no block named {name!r}; blocks are: {', '.join(block_names(func))}")
+
+
+def find_loop(func: PrimFunc, var: Var) -> tuple[For, Path]:
+    """The loop with variable ``var`` and the loops enclosing it."""
+
+    def go(s: Stmt, path: Path) -> tuple[For, Path] | None:
+        if isinstance(s, For):
+            if s.var is var:
+                return s, path
+            return go(s.body, path + (s,))
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                r = go(x, path)
+                if r is not None:
+                    return r
+        return None
+
+    r = go(func.body, ())
+    if r is None:
+        raise ScheduleError(f"loop {var.name} no longer exists (it was split, fused or "
+                            "removed by an earlier primitive); get the loops again")
+    return r
+
+
+def blocks_under(s: Stmt) -> list[Block]:
+    return [b for b, _ in iter_blocks(s)]
+
+
+def writes(b: Block) -> list[Buffer]:
+    out: list[Buffer] = []
+    for st in walk(b.body):
+        if isinstance(st, BufferStore) and st.buffer not in out:
+            out.append(st.buffer)
+    return out
+
+
+def reads(b: Block) -> list[Buffer]:
+    """Buffers the block reads, in order of first appearance (its own accumulator last)."""
+    out: list[Buffer] = []
+    own = writes(b)
+    for st in walk(b.body):
+        for e in stmt_exprs(st):
+            for x in iter_exprs(e):
+                if isinstance(x, BufferLoad) and x.buffer not in out:
+                    out.append(x.buffer)
+    return [x for x in out if x not in own] + [x for x in out if x in own]
+
+
+def loads_of(b: Block, buf: Buffer) -> list[BufferLoad]:
+    out = []
+    for st in walk(b.body):
+        for e in stmt_exprs(st):
+            out += [x for x in iter_exprs(e) if isinstance(x, BufferLoad) and x.buffer is buf]
+    return out
+
+
+def writers(func: PrimFunc, buf: Buffer) -> list[Block]:
+    return [b for b, _ in iter_blocks(func.body) if buf in writes(b)]
+
+
+def readers(func: PrimFunc, buf: Buffer) -> list[Block]:
+    return [b for b, _ in iter_blocks(func.body) if buf in reads(b) and buf not in writes(b)]
+
+
+def order(func: PrimFunc) -> dict[str, int]:
+    """Program order of blocks."""
+    return {b.name: i for i, (b, _) in enumerate(iter_blocks(func.body))}
+
+
+def mutate(s: Stmt, pred: Callable[[Stmt], bool], fn: Callable[[Stmt], Stmt | None]) -> Stmt | None:
+    """Replace the first-matching nodes (pre-order) by ``fn(node)``; None deletes, and loops
+    left empty are deleted too."""
+    if pred(s):
+        return fn(s)
+    if isinstance(s, For):
+        body = mutate(s.body, pred, fn)
+        if body is s.body:
+            return s
+        return None if body is None else replace(s, body=body)
+    if isinstance(s, Seq):
+        parts = [mutate(x, pred, fn) for x in s.stmts]
+        if all(p is x for p, x in zip(parts, s.stmts)):
+            return s
+        kept = [p for p in parts if p is not None]
+        return seq(kept) if kept else None
+    return s
+
+
+def replace_loop(func: PrimFunc, var: Var, fn: Callable[[For], Stmt | None]) -> PrimFunc:
+    body = mutate(func.body, lambda s: isinstance(s, For) and s.var is var,
+                  lambda s: fn(s))  # type: ignore[arg-type]
+    return func.with_body(body if body is not None else Seq(()))
+
+
+def replace_block(func: PrimFunc, name: str, fn: Callable[[Block], Stmt | None]) -> PrimFunc:
+    body = mutate(func.body, lambda s: isinstance(s, Block) and s.name == name,
+                  lambda s: fn(s))  # type: ignore[arg-type]
+    return func.with_body(body if body is not None else Seq(()))
+
+
+def remove_block(func: PrimFunc, name: str) -> PrimFunc:
+    return replace_block(func, name, lambda b: None)
+
+
+def children(s: Stmt) -> list[Stmt]:
+    return list(s.stmts) if isinstance(s, Seq) else [s]
+
+
+def root_index(func: PrimFunc, name: str) -> int:
+    """Index of the top-level statement that contains block ``name``."""
+    for i, st in enumerate(children(func.body)):
+        if any(b.name == name for b in blocks_under(st)):
+            return i
+    raise ScheduleError(f"no block named {name!r}")
+
+
+def insert_root(func: PrimFunc, index: int, stmt: Stmt) -> PrimFunc:
+    parts = children(func.body)
+    parts.insert(index, stmt)
+    return func.with_body(seq(parts))
+
+
+def unique_name(func: PrimFunc, base: str) -> str:
+    taken = set(block_names(func)) | {b.name for b in (*func.params, *func.alloc_buffers)}
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
