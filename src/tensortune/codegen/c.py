@@ -215,15 +215,14 @@ class CEmitter:
         if s.kind == ForKind.VECTORIZED and self.vector_loop(s, ind):
             return
         v = self.var(s.var)
+        # One pragma per loop: C allows nothing between `omp parallel for` and its loop.
+        unroll = s.annotation("pragma_unroll")
         if s.kind == ForKind.PARALLEL:
             self.emit("#pragma omp parallel for schedule(static)", ind)
-        elif s.kind == ForKind.VECTORIZED:
+        elif s.kind == ForKind.VECTORIZED and not _has_loop(s.body):
             self.emit("#pragma omp simd", ind)
-        elif s.kind == ForKind.UNROLLED:
-            self.emit(f"#pragma GCC unroll {min(s.extent, 64)}", ind)
-        unroll = s.annotation("pragma_unroll")
-        if unroll:
-            self.emit(f"#pragma GCC unroll {int(unroll)}", ind)
+        elif s.kind == ForKind.UNROLLED or unroll:
+            self.emit(f"#pragma GCC unroll {int(unroll or min(s.extent, 64))}", ind)
         self.emit(f"for (int32_t {v} = 0; {v} < {s.extent}; ++{v}) {{", ind)
         self.stmt(s.body, ind + 1)
         self.emit("}", ind)
@@ -273,6 +272,12 @@ class CEmitter:
 
     def vector_typedefs(self) -> str:
         return ""
+
+
+def _has_loop(s: Stmt) -> bool:
+    from ..tir.functor import walk
+
+    return any(isinstance(x, For) for x in walk(s))
 
 
 def emit_c(func: PrimFunc, target: Target) -> str:

@@ -49,10 +49,13 @@ def flatten_blocks(s: Stmt) -> Stmt:
         if x.init is not None:
             conds = [BinOp("==", b, IntImm(0), "bool")
                      for iv, b in zip(x.iter_vars, x.bindings, strict=True) if iv.kind == "R"]
-            cond = conds[0]
-            for c in conds[1:]:
-                cond = BinOp("&&", cond, c, "bool")
-            body = seq([IfThenElse(cond, _subst_stmt(x.init, vmap)), body])
+            init = _subst_stmt(x.init, vmap)
+            if conds:  # without reduction axes (after rfactor) every instance initialises
+                cond = conds[0]
+                for c in conds[1:]:
+                    cond = BinOp("&&", cond, c, "bool")
+                init = IfThenElse(cond, init)
+            body = seq([init, body])
         if x.predicate is not None:
             body = IfThenElse(x.predicate, body)
         return body

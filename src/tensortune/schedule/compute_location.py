@@ -209,11 +209,15 @@ def reverse_compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
             check(prev is None or (structural_equal(prev[0], lo) and prev[1] == ext),
                   f"{what}: inconsistent regions for iteration variable {i.name}")
             spans[i] = (lo, ext)
+    # The block moves earlier: everything else it reads must be ready before the loop.
+    first = min(pos[b.name] for b, _ in under)
     for x in reads(blk):
         if x in produced:
             continue
-        late = [w.name for w in writers(func, x) if w.name in under_names]
-        check(not late, f"{what}: {x.name} is written inside loop {var.name}")
+        late = [w.name for w in writers(func, x) if pos[w.name] >= first]
+        if late:
+            raise ScheduleError(f"{what}: block {name} also reads {x.name}, which {late[0]} "
+                                f"produces after loop {var.name} begins")
     nest = _nest(blk, spans, lpath + (loop,))
     f2 = remove_block(func, name)
     return _insert(f2, var, nest, lambda parts: len(parts))

@@ -46,6 +46,6 @@ def union(regions: list[tuple[Expr, int, bool]], n: int) -> tuple[Expr, int, boo
         lo_min, hi_max = min(lo_min, diff[1]), max(hi_max, diff[1] + ext)
     ext = hi_max - lo_min
     if ext >= n:
-        return IntImm(0), n, exact and ext == n and isinstance(lo0, IntImm) and \
-            lo0.value + lo_min == 0
+        # An in-bounds region as long as the dimension can only start at 0.
+        return IntImm(0), n, exact and ext == n
     return simplify(BinOp("+", lo0, IntImm(lo_min), "int32")), ext, exact

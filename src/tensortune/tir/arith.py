@@ -87,6 +87,10 @@ def bound(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
         if e.op == "%" and (c := as_int(e.b)) is not None and c > 0:
             return 0, c - 1
         return None
+    if e.op == "+":
+        return a[0] + b[0], a[1] + b[1]
+    if e.op == "-":
+        return a[0] - b[1], a[1] - b[0]
     if e.op == "*":
         ps = [x * y for x in a for y in b]
         return min(ps), max(ps)

@@ -1,0 +1,120 @@
+"""Each primitive's error paths: a clear ScheduleError naming the block/loop, and the
+program left unchanged."""
+
+import pytest
+
+import tensortune as tt
+
+
+def _sch(name="gmm", **shape):
+    return tt.Schedule(tt.workloads.get(name, small=True, **shape))
+
+
+def _raises(sch, fn, match):
+    before = str(sch.func)
+    with pytest.raises(tt.ScheduleError, match=match):
+        fn()
+    assert str(sch.func) == before
+
+
+def test_get_block_unknown_lists_blocks():
+    sch = _sch()
+    _raises(sch, lambda: sch.get_block("D"), r"no block named 'D'; blocks are: C")
+
+
+def test_split_errors():
+    sch = _sch()
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    _raises(sch, lambda: sch.split(i, [None, None]), "at most one factor may be None")
+    _raises(sch, lambda: sch.split(i, [0, None]), "positive ints")
+    _raises(sch, lambda: sch.split(i, [2, 3]), r"cover only 6 iterations")
+    sch.split(i, [None, 5])
+    _raises(sch, lambda: sch.split(i, [None, 2]), "no longer exists")
+
+
+def test_fuse_and_reorder_errors():
+    sch = _sch("c2d")
+    pad_loops = sch.get_loops(sch.get_block("pad"))
+    conv_loops = sch.get_loops(sch.get_block("conv"))
+    _raises(sch, lambda: sch.fuse(pad_loops[0], conv_loops[1]), "only perfectly nested")
+    _raises(sch, lambda: sch.reorder(pad_loops[0], conv_loops[0]), "single perfect nest")
+    _raises(sch, lambda: sch.reorder(conv_loops[0], conv_loops[0]), "listed twice")
+
+
+def test_parallel_vectorize_errors():
+    sch = _sch()
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    _raises(sch, lambda: sch.parallel(k), r"reduction axis C\.vk; only loops over spatial")
+    _raises(sch, lambda: sch.vectorize(k), "only loops over spatial axes can be vectorized")
+    sch.parallel(i)
+    _raises(sch, lambda: sch.parallel(j), "already parallel")
+    _raises(sch, lambda: sch.annotate(j, "nope", 1), "unknown loop annotation 'nope'")
+
+
+def test_compute_at_errors():
+    sch = _sch("dense")
+    mm, y = sch.get_block("matmul"), sch.get_block("Y")
+    yl = sch.get_loops(y)
+    _raises(sch, lambda: sch.compute_at(y, sch.get_loops(mm)[0]), "writes the function output")
+    ml = sch.get_loops(mm)
+    _raises(sch, lambda: sch.compute_at(mm, ml[0]), "already inside loop")
+    sch.compute_at(mm, yl[1])
+    text = str(sch.func)
+    assert text.index('block("matmul"') > text.index("for j_1 in range")
+
+
+def test_reverse_compute_at_errors():
+    sch = _sch("dense")
+    mm, y = sch.get_block("matmul"), sch.get_block("Y")
+    i, j, k = sch.get_loops(mm)
+    _raises(sch, lambda: sch.reverse_compute_at(y, k), "iterates the reduction axis vk")
+    _raises(sch, lambda: sch.reverse_compute_at(mm, sch.get_loops(y)[0]), "is a reduction")
+    sch.reverse_compute_at(y, j)
+
+
+def test_inline_errors():
+    sch = _sch("dense")
+    _raises(sch, lambda: sch.compute_inline(sch.get_block("matmul")), "is a reduction")
+    _raises(sch, lambda: sch.compute_inline(sch.get_block("Y")), "function output")
+    sch2 = _sch("smx")
+    _raises(sch2, lambda: sch2.reverse_compute_inline(sch2.get_block("Y")),
+            "reads 2 intermediate buffers")
+
+
+def test_cache_and_layout_errors():
+    sch = _sch()
+    c = sch.get_block("C")
+    _raises(sch, lambda: sch.cache_read(c, 5), r"reads 2 buffers \(A, B\); index must be")
+    _raises(sch, lambda: sch.transform_layout(c, "A", lambda i, k: (k, i)),
+            "is a function parameter")
+    bg = sch.cache_read(c, 1)
+    _raises(sch, lambda: sch.transform_layout(bg, "B_global", lambda k, j: (k // 2, j)),
+            "sends two elements")
+    _raises(sch, lambda: sch.transform_layout(bg, "B_global", lambda k: (k,)),
+            "takes 1 indices")
+
+
+def test_reduction_errors():
+    sch = _sch("dense")
+    y = sch.get_block("Y")
+    _raises(sch, lambda: sch.decompose_reduction(y, sch.get_loops(y)[0]), "has no init")
+    mm = sch.get_block("matmul")
+    i, j, k = sch.get_loops(mm)
+    _raises(sch, lambda: sch.decompose_reduction(mm, sch.get_loops(y)[0]), "does not enclose")
+    _raises(sch, lambda: sch.rfactor(i), "exactly one block, found 0")
+
+
+def test_sampling_decision_errors():
+    sch = _sch()
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    _raises(sch, lambda: sch.sample_perfect_tile(i, 2, decision=[5, 7]),
+            "product is the loop extent 32")
+    _raises(sch, lambda: sch.sample_perfect_tile(i, 2, 4, decision=[4, 8]),
+            "exceeds max_innermost_factor 4")
+    _raises(sch, lambda: sch.sample_categorical([1, 2], [0.5, 0.5], decision=3), r"\[0, 2\)")
+
+
+def test_rv_from_another_schedule():
+    a, b = _sch(), _sch()
+    blk = a.get_block("C")
+    _raises(b, lambda: b.get_loops(blk), "expected a BlockRV of this schedule")
