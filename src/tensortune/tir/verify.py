@@ -19,6 +19,10 @@ from .stmt import Allocate, Block, BufferStore, For, ForKind, IfThenElse, PrimFu
 
 def verify(func: PrimFunc) -> None:
     """Raise ``IRError`` describing the first problem found in ``func``."""
+    both = [b.name for b in func.alloc_buffers if b in func.params]
+    if both:
+        raise IRError(f"function {func.name}: buffer {both[0]} is both a parameter and "
+                      "allocated inside the function")
     buffers = set(func.params) | set(func.alloc_buffers)
     names = [b.name for b in buffers]
     dup = {n for n in names if names.count(n) > 1}

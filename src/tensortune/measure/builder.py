@@ -1,0 +1,78 @@
+"""The builder: generate C for candidates and compile them in parallel, cached by content.
+
+Measurement never raises into the search: a candidate whose code generation or
+compilation fails becomes a ``BuildResult`` with ``error_kind`` and ``error_msg``.
+
+Example:
+    >>> results = LocalBuilder().build([BuildInput(sch.func), BuildInput(other.func)])
+    >>> results[0].lib_path, results[1].error_kind
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..codegen import Target, compile_source, emit_c, lower
+from ..errors import BuildError
+from ..tir.stmt import PrimFunc
+from ..tir.verify import verify
+
+
+@dataclass(frozen=True)
+class BuildInput:
+    """A scheduled function to build; ``source`` replaces code generation (for tests and
+    for hand-written kernels that follow the same ABI)."""
+
+    func: PrimFunc
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    lib_path: str | None
+    source: str | None
+    build_seconds: float
+    error_kind: str | None = None  # "codegen" | "compile" | "timeout"
+    error_msg: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+class LocalBuilder:
+    """Compiles with the system C compiler on a thread pool (gcc runs as a subprocess, so
+    threads build in parallel)."""
+
+    def __init__(self, target: Target | None = None, max_workers: int | None = None,
+                 timeout: float = 60.0, cache_dir: Path | None = None) -> None:
+        self.target = target or Target.host()
+        self.max_workers = max_workers or self.target.cores
+        self.timeout = timeout
+        self.cache_dir = cache_dir
+
+    def _one(self, inp: BuildInput) -> BuildResult:
+        t0 = time.perf_counter()
+        try:
+            source = inp.source
+            if source is None:
+                verify(inp.func)
+                source = emit_c(lower(inp.func), self.target)
+        except Exception as e:  # noqa: BLE001 - a failing candidate is a value
+            return BuildResult(None, None, time.perf_counter() - t0, "codegen",
+                               f"{type(e).__name__}: {e}")
+        try:
+            lib = compile_source(source, self.target, self.cache_dir, self.timeout)
+        except BuildError as e:
+            kind = "timeout" if "did not finish" in str(e) else "compile"
+            return BuildResult(None, source, time.perf_counter() - t0, kind, str(e))
+        return BuildResult(str(lib), source, time.perf_counter() - t0)
+
+    def build(self, inputs: list[BuildInput]) -> list[BuildResult]:
+        if len(inputs) <= 1:
+            return [self._one(x) for x in inputs]
+        with ThreadPoolExecutor(self.max_workers) as pool:
+            return list(pool.map(self._one, inputs))

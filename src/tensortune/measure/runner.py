@@ -1,0 +1,133 @@
+"""The runner: time built candidates in a persistent worker process, checked against the
+reference. A candidate that crashes, hangs past its deadline, returns wrong or non-finite
+values becomes a ``RunResult`` with an error kind; the worker is replaced when it dies or
+hangs, so the caller never crashes.
+
+Example:
+    >>> runner = LocalRunner(timeout=10)
+    >>> res = runner.run([RunInput(lib_path, func, key, inputs, expected)])
+    >>> res[0].median, res[0].error_kind
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..tir.stmt import PrimFunc
+from .worker import worker_main
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """``key`` names the (inputs, expected) pair so the worker receives arrays only once."""
+
+    lib_path: str
+    func: PrimFunc
+    key: str
+    inputs: list[np.ndarray]
+    expected: list[np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    latencies: list[float] = field(default_factory=list)
+    error_kind: str | None = None  # runtime_crash | timeout | wrong_result | non_finite | ...
+    error_msg: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.latencies) if self.latencies else float("inf")
+
+
+class LocalRunner:
+    """One worker process, reused across runs and recycled every ``recycle`` runs (libraries
+    loaded into a process cannot be unloaded reliably)."""
+
+    def __init__(self, timeout: float = 10.0, repeat: int = 5, min_repeat_ms: float = 20.0,
+                 flush_cache: bool = False, check: bool = True, recycle: int = 256) -> None:
+        self.timeout = timeout
+        self.repeat = repeat
+        self.min_repeat_s = min_repeat_ms / 1000.0
+        self.flush_bytes = 64 << 20 if flush_cache else 0
+        self.check = check
+        self.recycle = recycle
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Any = None
+        self._keys: set[str] = set()
+        self._runs = 0
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=worker_main, args=(child,), daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        self._keys = set()
+        self._runs = 0
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(None)
+                self._proc.join(2)
+            except (BrokenPipeError, OSError):
+                pass
+        self._kill()
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _one(self, inp: RunInput) -> RunResult:
+        if self._proc is None or not self._proc.is_alive() or self._runs >= self.recycle:
+            self._kill()
+            self._start()
+        send_arrays = inp.key not in self._keys
+        msg = {"key": inp.key, "lib_path": inp.lib_path,
+               "out_specs": [(b.shape, b.dtype) for b in inp.func.outputs],
+               "inputs": inp.inputs if send_arrays else None,
+               "expected": (inp.expected if self.check else None) if send_arrays else None,
+               "repeat": self.repeat, "min_repeat_s": self.min_repeat_s,
+               "flush_bytes": self.flush_bytes}
+        self._runs += 1
+        try:
+            self._conn.send(msg)
+            self._keys.add(inp.key)
+            if not self._conn.poll(self.timeout):
+                self._kill()
+                return RunResult(error_kind="timeout",
+                                 error_msg=f"no result within {self.timeout:.1f} s; the worker "
+                                           "was killed and replaced")
+            reply = self._conn.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            code = self._proc.exitcode if self._proc is not None else None
+            self._kill()
+            sig = f" (signal {-code})" if code is not None and code < 0 else ""
+            return RunResult(error_kind="runtime_crash",
+                             error_msg=f"the worker process died{sig} while running the kernel")
+        if "error_kind" in reply:
+            return RunResult(error_kind=reply["error_kind"], error_msg=reply["error_msg"])
+        return RunResult(latencies=reply["latencies"])
+
+    def run(self, inputs: list[RunInput]) -> list[RunResult]:
+        return [self._one(x) for x in inputs]

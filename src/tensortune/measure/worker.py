@@ -1,0 +1,74 @@
+"""The runner's worker process: load a kernel library, check its output against the
+reference, time it in C. Runs in a separate process so a crash or hang cannot take the
+tuner down; it only ever receives plain data over a pipe.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+
+def _time(lib: Any, args: Any, repeat: int, min_repeat_s: float, flush: int) -> list[float]:
+    fn = lib.tt_time
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_long,
+                   ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    out = (ctypes.c_double * repeat)()
+    rc = fn(args, 0, repeat, min_repeat_s, flush, out)
+    if rc < 0:
+        raise RuntimeError("kernel returned an error while being timed")
+    return list(out)
+
+
+def run_one(msg: dict, cache: dict) -> dict:
+    from ..kernel import aligned_empty
+    from ..reference import CheckError, check_close
+
+    key = msg["key"]
+    if msg.get("inputs") is not None:
+        cache[key] = (msg["inputs"], msg["expected"])
+    inputs, expected = cache[key]
+    try:
+        lib = ctypes.CDLL(msg["lib_path"])
+    except OSError as e:
+        return {"error_kind": "load", "error_msg": str(e)}
+    outs = []
+    for shape, dtype in msg["out_specs"]:
+        o = aligned_empty(tuple(shape), dtype)
+        o.fill(np.nan)  # an element the kernel never writes shows up as non-finite
+        outs.append(o)
+    arrays = list(inputs) + outs
+    args = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    fn = lib.tt_packed
+    fn.argtypes = [ctypes.c_void_p]
+    fn.restype = ctypes.c_int32
+    if fn(args) != 0:
+        return {"error_kind": "runtime_error", "error_msg": "kernel returned non-zero"}
+    if expected is not None:
+        for i, (o, ref) in enumerate(zip(outs, expected)):
+            try:
+                check_close(o, ref, f"output {i}")
+            except CheckError as e:
+                kind = "non_finite" if "non-finite" in str(e) else "wrong_result"
+                return {"error_kind": kind, "error_msg": str(e)}
+    lat = _time(lib, args, msg["repeat"], msg["min_repeat_s"], msg["flush_bytes"])
+    return {"latencies": lat}
+
+
+def worker_main(conn: Any) -> None:
+    cache: dict = {}
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg is None:
+            return
+        try:
+            reply = run_one(msg, cache)
+        except Exception as e:  # noqa: BLE001 - reported to the parent as a value
+            reply = {"error_kind": "runtime_error", "error_msg": f"{type(e).__name__}: {e}"}
+        conn.send(reply)

@@ -1,0 +1,85 @@
+"""Builder and runner, including fault injection: a candidate that segfaults, loops
+forever, writes NaN, writes wrong values or fails to compile is reported with the right
+kind, and the runner keeps working afterwards."""
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from tensortune.codegen.c import HEADER, TIMER
+from tensortune.measure import BuildInput, LocalBuilder, LocalRunner, RunInput, measure
+from tensortune.reference import evaluate, random_inputs
+
+FUNC = tt.workloads.get("gmm", M=16, N=16, K=8)
+
+
+def _kernel(body: str) -> str:
+    """A hand-written candidate with the generated ABI; ``body`` fills C from A and B."""
+    return (HEADER + "int32_t tt_kernel(float* restrict A, float* restrict B, "
+            "float* restrict C) {\n" + body + "\n return 0; }\n"
+            "int32_t tt_packed(void** a) { return tt_kernel((float*)a[0], (float*)a[1], "
+            "(float*)a[2]); }\n" + TIMER)
+
+
+GOOD = """for (int i = 0; i < 16; ++i) for (int j = 0; j < 16; ++j) { float s = 0;
+  for (int k = 0; k < 8; ++k) s += A[i*8+k] * B[k*16+j]; C[i*16+j] = s; }"""
+FAULTS = {
+    "segfault": ("*(volatile int*)0 = 1;", "runtime_crash"),
+    "hang": ("volatile int x = 1; while (x) {}", "timeout"),
+    "nan": ("for (int i = 0; i < 256; ++i) C[i] = NAN;", "non_finite"),
+    "wrong": (GOOD + " C[37] += 1.0f;", "wrong_result"),
+    "unwritten": ("for (int i = 0; i < 255; ++i) C[i] = 0;", "non_finite"),
+}
+
+
+@pytest.fixture(scope="module")
+def data():
+    ins = random_inputs(FUNC)
+    return ins, evaluate(FUNC, ins)
+
+
+def test_fault_injection_reports_and_recovers(data):
+    ins, exp = data
+    builder = LocalBuilder()
+    names = list(FAULTS) + ["good"]
+    srcs = [_kernel(FAULTS[n][0]) for n in FAULTS] + [_kernel(GOOD)]
+    srcs.append("this is not C")
+    built = builder.build([BuildInput(FUNC, s) for s in srcs])
+    assert built[-1].error_kind == "compile" and "error" in built[-1].error_msg
+    with LocalRunner(timeout=3.0, repeat=3, min_repeat_ms=1) as runner:
+        for name, b in zip(names, built):
+            assert b.ok, b.error_msg
+            # After every fault, a good kernel still runs on the same runner.
+            res, good = runner.run([RunInput(b.lib_path, FUNC, "gmm", ins, exp),
+                                    RunInput(built[len(FAULTS)].lib_path, FUNC, "gmm", ins,
+                                             exp)])
+            want = FAULTS[name][1] if name in FAULTS else None
+            assert res.error_kind == want, (name, res.error_msg)
+            if want:
+                assert res.error_msg
+            assert good.ok and len(good.latencies) == 3 and good.median > 0
+
+
+def test_codegen_failure_is_a_value():
+    bad = FUNC.with_body(FUNC.body, alloc_buffers=(FUNC.params[0],))
+    res = LocalBuilder().build([BuildInput(bad)])[0]
+    assert res.error_kind == "codegen" and "IRError" in res.error_msg
+
+
+def test_build_cache_and_parallel_builds():
+    sch = tt.Schedule(FUNC)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 4])
+    builder = LocalBuilder(max_workers=2)
+    a, b = builder.build([BuildInput(FUNC), BuildInput(sch.func)])
+    assert a.ok and b.ok and a.lib_path != b.lib_path
+    again = builder.build([BuildInput(sch.func)])[0]
+    assert again.lib_path == b.lib_path
+
+
+def test_measure_checks_a_schedule():
+    sch = tt.Schedule(FUNC)
+    _, j, _ = sch.get_loops(sch.get_block("C"))
+    sch.vectorize(j)
+    res = measure(sch, repeat=3, min_repeat_ms=1)
+    assert res.ok and np.isfinite(res.median) and res.median > 0
