@@ -5,45 +5,48 @@ import numpy as np
 import pytest
 
 import tensortune as tt
+from benchmarks.schedules import SCHEDULES
 from tensortune.reference import check_close, evaluate, random_inputs
 
 
-def gemm_schedule(sch: tt.Schedule, mr: int = 8, nr: int = 32, pack: bool = False) -> None:
-    """The register-tiled GEMM of benchmarks/hand_schedules.py."""
+def packed_gemm(sch: tt.Schedule, nr: int = 32) -> None:
+    """B packed once into [N/nr, K, nr] panels with transform_layout, tile in registers."""
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
-    io, ii = sch.split(i, [None, mr])
+    io, ii = sch.split(i, [None, 4])
     jo, ji = sch.split(j, [None, nr])
     sch.reorder(jo, io, k, ii, ji)
     bp = sch.cache_read(c, 1, "global")
-    if pack:
-        sch.transform_layout(bp, "B_global", lambda kk, jj: (jj // nr, kk, jj % nr))
-    else:
-        sch.compute_at(bp, jo)
+    sch.transform_layout(bp, "B_global", lambda kk, jj: (jj // nr, kk, jj % nr))
     wb = sch.cache_write(c, 0, "local")
     sch.reverse_compute_at(wb, io)
-    init = sch.decompose_reduction(c, k)
     sch.unroll(ii)
     sch.vectorize(ji)
-    for blk in (init, wb):
-        loops = sch.get_loops(blk)
-        sch.unroll(loops[-2])
-        sch.vectorize(loops[-1])
     sch.parallel(jo)
 
 
-@pytest.mark.parametrize("shape", [(64, 64, 32), (37, 70, 19)])
-@pytest.mark.parametrize("pack", [False, True])
-def test_register_tiled_gemm(shape, pack):
-    M, N, K = shape
-    f = tt.workloads.get("gmm", M=M, N=N, K=K)
-    sch = tt.Schedule(f)
-    gemm_schedule(sch, pack=pack)
+@pytest.mark.parametrize("name, shape", [
+    ("gmm", dict(M=64, N=64, K=32)), ("gmm", dict(M=37, N=70, K=19)),
+    ("dense", dict(M=16, K=24, N=64)), ("dense", dict(M=13, K=7, N=40)),
+    ("c2d", dict(C=8, K=32, H=8, W=16)), ("c2d", dict(C=3, K=20, H=5, W=11)),
+])
+def test_benchmark_schedules_at_awkward_shapes(name, shape):
+    f = tt.workloads.get(name, **shape)
+    sch = SCHEDULES[name](tt.Schedule(f))
     k = tt.build(sch)
-    a, b = random_inputs(f)
-    check_close(k(a, b), a.astype(np.float64) @ b)
+    ins = random_inputs(f)
+    check_close(k(*ins), evaluate(f, ins)[0])
     # The accumulator tile lives in vector registers, not in a local array.
-    assert "C_local_r0" in k.source and "float C_local[" not in k.source
+    assert "_local_r0" in k.source
+
+
+def test_packed_gemm_via_transform_layout():
+    f = tt.workloads.get("gmm", M=20, N=72, K=9)
+    sch = tt.Schedule(f)
+    packed_gemm(sch)
+    assert "B_global = alloc(float32[3, 9, 32]" in str(sch.func)
+    a, b = random_inputs(f)
+    check_close(tt.build(sch)(a, b), a.astype(np.float64) @ b)
 
 
 def test_rfactor_norm():
@@ -80,9 +83,7 @@ def test_vectorized_loop_emits_avx512_fma():
     import subprocess
 
     f = tt.workloads.get("gmm", M=64, N=64, K=64)
-    sch = tt.Schedule(f)
-    gemm_schedule(sch)
-    src = tt.build(sch).source
+    src = tt.build(SCHEDULES["gmm"](tt.Schedule(f))).source
     t = tt.Target.host()
     asm = subprocess.run([t.cc, *t.flags, "-S", "-x", "c", "-", "-o", "-"], input=src,
                          capture_output=True, text=True, check=True).stdout

@@ -11,15 +11,17 @@ Example:
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import socket
 import statistics
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
 from ..tir.stmt import PrimFunc
-from .worker import worker_main
 
 
 @dataclass(frozen=True)
@@ -60,35 +62,40 @@ class LocalRunner:
         self.flush_bytes = 64 << 20 if flush_cache else 0
         self.check = check
         self.recycle = recycle
-        self._ctx = mp.get_context("spawn")
         self._proc: Any = None
         self._conn: Any = None
         self._keys: set[str] = set()
         self._runs = 0
 
     def _start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=worker_main, args=(child,), daemon=True)
-        self._proc.start()
+        # A plain interpreter running the worker module: unlike multiprocessing's spawn it
+        # never re-imports the caller's __main__, so scripts need no __main__ guard.
+        parent, child = socket.socketpair()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tensortune.measure.worker", str(child.fileno())],
+            pass_fds=(child.fileno(),))
         child.close()
-        self._conn = parent
+        self._conn = Connection(parent.detach())
         self._keys = set()
         self._runs = 0
 
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def _kill(self) -> None:
-        if self._proc is not None:
+        if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
-            self._proc.join(5)
+            self._proc.wait(5)
         if self._conn is not None:
             self._conn.close()
         self._proc = self._conn = None
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.is_alive():
+        if self._alive():
             try:
                 self._conn.send(None)
-                self._proc.join(2)
-            except (BrokenPipeError, OSError):
+                self._proc.wait(2)
+            except (BrokenPipeError, OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
 
@@ -99,7 +106,7 @@ class LocalRunner:
         self.close()
 
     def _one(self, inp: RunInput) -> RunResult:
-        if self._proc is None or not self._proc.is_alive() or self._runs >= self.recycle:
+        if not self._alive() or self._runs >= self.recycle:
             self._kill()
             self._start()
         send_arrays = inp.key not in self._keys
@@ -120,7 +127,7 @@ class LocalRunner:
                                            "was killed and replaced")
             reply = self._conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
-            code = self._proc.exitcode if self._proc is not None else None
+            code = self._proc.wait(5) if self._proc is not None else None
             self._kill()
             sig = f" (signal {-code})" if code is not None and code < 0 else ""
             return RunResult(error_kind="runtime_crash",

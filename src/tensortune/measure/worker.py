@@ -72,3 +72,10 @@ def worker_main(conn: Any) -> None:
         except Exception as e:  # noqa: BLE001 - reported to the parent as a value
             reply = {"error_kind": "runtime_error", "error_msg": f"{type(e).__name__}: {e}"}
         conn.send(reply)
+
+
+if __name__ == "__main__":
+    import sys
+    from multiprocessing.connection import Connection
+
+    worker_main(Connection(int(sys.argv[1])))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import check
+from ..errors import ScheduleError, check
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, Var, structural_equal
 from ..tir.functor import free_vars, rewrite_stmt, substitute
@@ -27,7 +27,9 @@ from .tree import (
     find_block,
     find_loop,
     insert_root,
+    iter_blocks,
     mutate,
+    reads,
     replace_block,
     root_index,
     unique_name,
@@ -159,6 +161,11 @@ def rfactor(func: PrimFunc, var: Var, factor_axis: int = 0) -> tuple[PrimFunc, s
     for lv, n in reversed(list(zip(loops, [iv.extent for iv in w_s] + [loop.extent]))):
         nest = For(lv, n, nest)
     ri = root_index(func, blk.name)
+    early = [b.name for b, _ in iter_blocks(func.body) if b.name != blk.name
+             and buf in reads(b) and root_index(func, b.name) == ri]
+    if early:
+        raise ScheduleError(f"{what}: {early[0]} reads {buf.name} inside the loop nest of "
+                            f"{blk.name}; the final reduction would come after it")
     f2 = replace_block(func, blk.name, lambda _: rf_block)
     f3 = insert_root(f2, ri + 1, nest)
     return f3.with_body(f3.body, f3.alloc_buffers + (rf_buf,)), rf_name

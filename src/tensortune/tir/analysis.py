@@ -11,22 +11,54 @@ Example:
 
 from __future__ import annotations
 
-from .arith import Ranges, affine, bound, from_affine, simplify
-from .expr import BinOp, Expr, IntImm
+from .arith import Ranges, bound, linear, simplify
+from .expr import BinOp, Expr, IntImm, Var, as_int
+from .functor import free_vars, substitute
+
+
+def _split(e: Expr, inner: Ranges) -> tuple[Expr, dict[Var, int]] | None:
+    """``e`` as (a part free of inner variables, affine coefficients of inner variables)."""
+    if not (free_vars(e) & set(inner)):
+        return e, {}
+    if isinstance(e, Var):
+        return IntImm(0), {e: 1}
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        a, b = _split(e.a, inner), _split(e.b, inner)
+        if a is None or b is None:
+            return None
+        sign = 1 if e.op == "+" else -1
+        coefs = dict(a[1])
+        for v, k in b[1].items():
+            coefs[v] = coefs.get(v, 0) + sign * k
+        return BinOp(e.op, a[0], b[0], "int32"), coefs
+    if isinstance(e, BinOp) and e.op == "*":
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            m = as_int(simplify(x))
+            sub = _split(y, inner) if m is not None else None
+            if m is not None and sub is not None:
+                return BinOp("*", sub[0], IntImm(m), "int32"), {v: c * m for v, c in
+                                                                  sub[1].items()}
+    return None
 
 
 def region(idx: Expr, inner: Ranges, ranges: Ranges) -> tuple[Expr, int, bool]:
-    """(start in outer variables, extent, exact) of ``idx`` as ``inner`` vars vary."""
-    aff = affine(simplify(idx, ranges))
-    if aff is not None:
-        outer = {v: k for v, k in aff[0].items() if v not in inner}
-        lo, ext = aff[1], 1
-        for v, k in aff[0].items():
-            if v in inner:
-                a, b = inner[v]
-                lo += min(k * a, k * b)
-                ext += abs(k) * (b - a)
-        return from_affine(outer, lo), ext, True
+    """(start in outer variables, extent, exact) of ``idx`` as ``inner`` vars vary.
+
+    Any sub-expression of outer variables alone (say ``f // 56`` of a fused loop) is an
+    opaque offset; the inner variables must enter affinely for the region to be exact."""
+    # Loops of extent 1 are constants here: their variable contributes nothing.
+    fixed: dict[Var, Expr] = {v: IntImm(r[0]) for v, r in ranges.items() if r[0] == r[1]}
+    e = simplify(substitute(idx, fixed), ranges)
+    inner = {v: r for v, r in inner.items() if v not in fixed}
+    parts = _split(e, inner)
+    if parts is not None:
+        outer, coefs = parts
+        lo, ext = 0, 1
+        for v, k in coefs.items():
+            a, b = inner[v]
+            lo += min(k * a, k * b)
+            ext += abs(k) * (b - a)
+        return simplify(BinOp("+", outer, IntImm(lo), "int32"), ranges), ext, True
     bnd = bound(idx, ranges)
     if bnd is None:
         raise ValueError(f"cannot bound index {idx}")
@@ -39,13 +71,16 @@ def union(regions: list[tuple[Expr, int, bool]], n: int) -> tuple[Expr, int, boo
     lo0, ext0, exact = regions[0]
     lo_min, hi_max = 0, ext0
     for lo, ext, ex in regions[1:]:
-        diff = affine(simplify(BinOp("-", lo, lo0, "int32")))
+        diff = linear(simplify(BinOp("-", lo, lo0, "int32")))
         if diff is None or diff[0]:
             return IntImm(0), n, False
         exact = exact and ex
         lo_min, hi_max = min(lo_min, diff[1]), max(hi_max, diff[1] + ext)
     ext = hi_max - lo_min
     if ext >= n:
-        # An in-bounds region as long as the dimension can only start at 0.
-        return IntImm(0), n, exact and ext == n
+        # Writes stay in bounds, so this is the whole dimension when it starts at or below 0.
+        starts_low = isinstance(lo0, IntImm) and lo0.value + lo_min <= 0
+        return IntImm(0), n, exact and starts_low and lo0.value + hi_max >= n  # type: ignore
+    if not exact:
+        return simplify(BinOp("+", lo0, IntImm(lo_min), "int32")), ext, False
     return simplify(BinOp("+", lo0, IntImm(lo_min), "int32")), ext, exact

@@ -43,6 +43,58 @@ def affine(e: Expr) -> Affine | None:
     return None
 
 
+Linear = tuple[dict[object, tuple[Expr, int]], int]
+
+
+def linear(e: Expr) -> Linear | None:
+    """Like ``affine`` but any non-affine integer sub-expression (``f // 56``) is an atom
+    with a coefficient; atoms are keyed by their printed form."""
+    if isinstance(e, IntImm):
+        return None if e.dtype == "bool" else ({}, e.value)
+    if is_float(e.dtype) or e.dtype == "bool":
+        return None
+    if isinstance(e, Var):
+        return {e: (e, 1)}, 0
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        a, b = linear(e.a), linear(e.b)
+        if a is not None and b is not None:
+            sign = 1 if e.op == "+" else -1
+            terms = dict(a[0])
+            for key, (x, k) in b[0].items():
+                terms[key] = (x, terms.get(key, (x, 0))[1] + sign * k)
+            return {k: t for k, t in terms.items() if t[1]}, a[1] + sign * b[1]
+    if isinstance(e, BinOp) and e.op == "*":
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            c = as_int(x)
+            sub = linear(y) if c is not None else None
+            if c is not None and sub is not None:
+                return {k: (t, n * c) for k, (t, n) in sub[0].items() if n * c}, sub[1] * c
+    return {_key(e): (e, 1)}, 0
+
+
+def _key(e: Expr) -> object:
+    """A structural key: equal for equal trees, variables by identity."""
+    if isinstance(e, Var):
+        return ("v", e.uid)
+    if isinstance(e, IntImm):
+        return ("i", e.value, e.dtype)
+    if isinstance(e, BinOp):
+        return ("b", e.op, _key(e.a), _key(e.b))
+    return ("o", id(e))
+
+
+def from_linear(lin: Linear) -> Expr:
+    out: Expr | None = None
+    for x, k in lin[0].values():
+        term: Expr = x if k == 1 else BinOp("*", x, IntImm(k), "int32")
+        out = term if out is None else BinOp("+", out, term, "int32")
+    if out is None:
+        return IntImm(lin[1])
+    if lin[1]:
+        out = BinOp("+" if lin[1] > 0 else "-", out, IntImm(abs(lin[1])), "int32")
+    return out
+
+
 def from_affine(coefs: dict[Var, int], c: int) -> Expr:
     out: Expr | None = None
     for v, k in coefs.items():
@@ -110,13 +162,6 @@ def bound(e: Expr, ranges: Ranges) -> tuple[int, int] | None:
     return None
 
 
-def _split_by_divisor(aff: Affine, c: int) -> tuple[Affine, Affine]:
-    """Split ``aff`` into (multiple of c, rest)."""
-    q = {v: k for v, k in aff[0].items() if k % c == 0}
-    r = {v: k for v, k in aff[0].items() if k % c != 0}
-    return (q, aff[1] - aff[1] % c), (r, aff[1] % c)
-
-
 def _simplify_node(e: Expr, ranges: Ranges) -> Expr | None:
     if isinstance(e, Not) and isinstance(e.a, IntImm):
         return IntImm(int(not e.a.value), "bool")
@@ -172,23 +217,39 @@ def _simplify_node(e: Expr, ranges: Ranges) -> Expr | None:
                 return b if op == "min" else a
         return None
     if op in ("//", "%") and cb is not None and cb > 0:
-        aff = affine(a)
-        if aff is None:
+        ra = bound(a, ranges)
+        if ra is not None and 0 <= ra[0] and ra[1] < cb:
+            return IntImm(0) if op == "//" else a
+        lin = linear(a)
+        if lin is None:
             return None
         if cb == 1:
-            return from_affine(*aff) if op == "//" else IntImm(0)
-        (qc, qk), (rc, rk) = _split_by_divisor(aff, cb)
-        rest = from_affine(rc, rk)
+            return from_linear(lin) if op == "//" else IntImm(0)
+        q = {key: t for key, t in lin[0].items() if t[1] % cb == 0}
+        r = {key: t for key, t in lin[0].items() if t[1] % cb != 0}
+        rest = from_linear((r, lin[1] % cb))
         rb_ = bound(rest, ranges)
         if rb_ is not None and 0 <= rb_[0] and rb_[1] < cb:
             if op == "//":
-                return from_affine({v: k // cb for v, k in qc.items()}, qk // cb)
+                return from_linear(({key: (x, k // cb) for key, (x, k) in q.items()},
+                                    lin[1] // cb))
             return rest
         return None
     if op in ("+", "-", "*"):
         aff = affine(e)
         if aff is not None:
             return from_affine(*aff)
+        lin = linear(e)
+        if lin is not None and op in ("+", "-"):
+            return from_linear(lin)  # cancels equal atoms: (f // 56 + 3) - f // 56 -> 3
+        if op == "+" and ca == 0:
+            return b
+        if op in ("+", "-") and cb == 0:
+            return a
+        if op == "*" and (ca == 1 or cb == 1):
+            return b if ca == 1 else a
+        if op == "*" and (ca == 0 or cb == 0):
+            return IntImm(0)
     return None
 
 

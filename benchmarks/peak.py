@@ -1,0 +1,102 @@
+"""The machine's limits, measured: float32 FMA throughput and memory bandwidth.
+
+FMA: 12 independent vector accumulator chains per thread (enough to cover FMA latency on
+two pipes), in native-width GCC vector types, on 1 thread and on all cores.
+Bandwidth: a triad a[i] = b[i] + s * c[i] over arrays far larger than the caches, counting
+3 x 4 bytes per element (plus write-allocate not counted, as STREAM does).
+
+Run: python benchmarks/peak.py
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+from tensortune.codegen import Target, compile_source
+
+SRC = r"""
+#include <stdlib.h>
+#include <omp.h>
+typedef float vf __attribute__((vector_size(%(VB)d)));
+#define LANES %(LANES)d
+double fma_flops(long iters, int threads) {
+  double total = 0;
+  #pragma omp parallel num_threads(threads) reduction(+:total)
+  {
+    vf a0={0},a1={0},a2={0},a3={0},a4={0},a5={0},a6={0},a7={0},a8={0},a9={0},a10={0},a11={0};
+    vf x, y;
+    for (int l = 0; l < LANES; ++l) { x[l] = 1.0f + 1e-7f * l; y[l] = 0.999999f; }
+    for (long i = 0; i < iters; ++i) {
+      a0 = a0 * y + x; a1 = a1 * y + x; a2 = a2 * y + x; a3 = a3 * y + x;
+      a4 = a4 * y + x; a5 = a5 * y + x; a6 = a6 * y + x; a7 = a7 * y + x;
+      a8 = a8 * y + x; a9 = a9 * y + x; a10 = a10 * y + x; a11 = a11 * y + x;
+      __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+    }
+    vf s = a0+a1+a2+a3+a4+a5+a6+a7+a8+a9+a10+a11;
+    float t = 0; for (int l = 0; l < LANES; ++l) t += s[l];
+    total += t > 1e30f ? 1 : 0;
+  }
+  return total;
+}
+void triad(float* restrict a, const float* restrict b, const float* restrict c, long n,
+           int threads) {
+  #pragma omp parallel for num_threads(threads) schedule(static)
+  for (long i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+}
+void fill(float* a, long n, int threads) {
+  #pragma omp parallel for num_threads(threads) schedule(static)
+  for (long i = 0; i < n; ++i) a[i] = (float)(i & 1023);
+}
+"""
+
+
+def _lib(target: Target) -> ctypes.CDLL:
+    lanes = target.lanes("float32")
+    lib = ctypes.CDLL(str(compile_source(SRC % {"VB": lanes * 4, "LANES": lanes}, target)))
+    lib.fma_flops.argtypes = [ctypes.c_long, ctypes.c_int]
+    lib.fma_flops.restype = ctypes.c_double
+    lib.triad.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_int]
+    lib.fill.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
+    return lib
+
+
+def fma_peak(threads: int, target: Target | None = None, seconds: float = 0.5) -> float:
+    """Best-of-5 float32 GFLOP/s with ``threads`` threads."""
+    t = target or Target.host()
+    lib = _lib(t)
+    iters = 10_000_000
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        lib.fma_flops(iters, threads)
+        dt = time.perf_counter() - t0
+        best = max(best, 12 * 2 * t.lanes("float32") * iters * threads / dt / 1e9)
+        if dt < seconds / 5:
+            iters *= 2
+    return best
+
+
+def bandwidth(threads: int, target: Target | None = None, mib: int = 512) -> float:
+    """Best-of-5 triad GB/s with ``threads`` threads on three ``mib``-MiB arrays."""
+    import numpy as np
+
+    lib = _lib(target or Target.host())
+    n = mib * (1 << 20) // 4
+    arrs = [np.empty(n, dtype=np.float32) for _ in range(3)]
+    for a in arrs:
+        lib.fill(a.ctypes.data, n, threads)  # first touch by the same threads
+    best = 0.0
+    for _ in range(5):
+        t0 = time.perf_counter()
+        lib.triad(arrs[0].ctypes.data, arrs[1].ctypes.data, arrs[2].ctypes.data, n, threads)
+        best = max(best, 12 * n / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+if __name__ == "__main__":
+    tgt = Target.host()
+    print(tgt)
+    for th in sorted({1, tgt.cores}):
+        print(f"{th} thread(s): FMA peak {fma_peak(th, tgt):7.1f} GFLOP/s, "
+              f"triad {bandwidth(th, tgt):5.1f} GB/s")

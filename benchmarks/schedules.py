@@ -1,0 +1,94 @@
+"""Hand-written schedules for GMM, C2D and DENSE, written only with schedule primitives.
+
+Each takes a fresh ``Schedule`` of the suite workload and returns it scheduled. The tests
+reuse them at small, awkward shapes to check they stay correct.
+"""
+
+from __future__ import annotations
+
+import tensortune as tt
+
+
+def gmm(sch: tt.Schedule, mr: int = 8, nr: int = 32) -> tt.Schedule:
+    """B packed per 32-column panel (cache_read + compute_at: the panel is the region one
+    iteration uses), an mr x nr accumulator tile in registers (cache_write + unroll +
+    vectorize), parallel over panels."""
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    io, ii = sch.split(i, [None, mr])
+    jo, ji = sch.split(j, [None, nr])
+    sch.reorder(jo, io, k, ii, ji)
+    bp = sch.cache_read(c, 1, "global")
+    sch.compute_at(bp, jo)
+    sch.vectorize(sch.get_loops(bp)[-1])
+    wb = sch.cache_write(c, 0, "local")
+    sch.reverse_compute_at(wb, io)
+    init = sch.decompose_reduction(c, k)
+    sch.unroll(ii)
+    sch.vectorize(ji)
+    for blk in (init, wb):
+        loops = sch.get_loops(blk)
+        sch.unroll(loops[-2])
+        sch.vectorize(loops[-1])
+    sch.parallel(jo)
+    return sch
+
+
+def dense(sch: tt.Schedule, mr: int = 8, nr: int = 32) -> tt.Schedule:
+    """The GMM schedule on X W^T: each 32-row slab of W is transposed into a [K, 32] panel
+    (cache_read + transform_layout + compute_at), and bias + relu are fused into the
+    write-back of the register tile (reverse_compute_inline)."""
+    mm = sch.get_block("matmul")
+    i, j, k = sch.get_loops(mm)
+    io, ii = sch.split(i, [None, mr])
+    jo, ji = sch.split(j, [None, nr])
+    sch.reorder(jo, io, k, ii, ji)
+    wp = sch.cache_read(mm, 1, "global")
+    sch.transform_layout(wp, "W_global", lambda n, kk: (kk, n))
+    sch.compute_at(wp, jo)
+    wb = sch.cache_write(mm, 0, "local")
+    sch.reverse_compute_inline(sch.get_block("Y"))
+    sch.reverse_compute_at(wb, io)
+    init = sch.decompose_reduction(mm, k)
+    sch.unroll(ii)
+    sch.vectorize(ji)
+    for blk in (init, wb):
+        loops = sch.get_loops(blk)
+        sch.unroll(loops[-2])
+        sch.vectorize(loops[-1])
+    sch.parallel(jo)
+    return sch
+
+
+def c2d(sch: tt.Schedule, kb: int = 16, xb: int = 8) -> tt.Schedule:
+    """Output channels in vector lanes (weights packed to [K/16, C, 3, 3, 16]), a tile of
+    xb output columns x 16 channels in registers (stored channel-innermost through
+    transform_layout), relu fused into the write-back, padding computed once per row."""
+    conv = sch.get_block("conv")
+    n, k, y, x, rc, ry, rx = sch.get_loops(conv)
+    ko, ki = sch.split(k, [None, kb])
+    xo, xi = sch.split(x, [None, xb])
+    sch.reorder(n, ko, y, xo, rc, ry, rx, xi, ki)
+    wp = sch.cache_read(conv, 1, "global")
+    sch.transform_layout(wp, "w_global",
+                         lambda a, c, r, s: (a // kb, c, r, s, a % kb))
+    loc = sch.cache_write(conv, 0, "local")
+    sch.transform_layout(conv, "conv_local", lambda a, b, c, d: (a, c, d, b))
+    sch.reverse_compute_inline(sch.get_block("relu"))
+    sch.reverse_compute_at(loc, xo)
+    init = sch.decompose_reduction(conv, rc)
+    sch.unroll(xi)
+    sch.vectorize(ki)
+    il = sch.get_loops(init)
+    sch.unroll(il[-2])
+    sch.vectorize(il[-1])
+    for lp in sch.get_loops(loc)[-4:]:
+        sch.unroll(lp)
+    fused = sch.fuse(ko, y)
+    sch.parallel(fused)
+    pad_loops = sch.get_loops(sch.get_block("pad"))
+    sch.parallel(pad_loops[1])
+    return sch
+
+
+SCHEDULES = {"gmm": gmm, "dense": dense, "c2d": c2d}
