@@ -160,11 +160,14 @@ class SimdEmitter(CEmitter):
             if aff is None:
                 return False
             if not aff[0]:
+                # Guarded tails may index past the tile; those accesses need the array.
+                if not 0 <= aff[1] < b.size:
+                    return False
                 continue
             if vec_loop is None or set(aff[0]) != {vec_loop.var} or aff[0][vec_loop.var] != 1:
                 return False
             cw = chunk_width(vec_loop.extent, lanes)
-            if cw is None or aff[1] % cw:
+            if cw is None or aff[1] % cw or not 0 <= aff[1] <= b.size - vec_loop.extent:
                 return False
             widths.add(cw)
         if len(widths) > 1:

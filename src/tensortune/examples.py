@@ -1,15 +1,20 @@
 """Hand-written schedules for GMM, C2D and DENSE, written only with schedule primitives.
 
-Each takes a fresh ``Schedule`` of the suite workload and returns it scheduled. The tests
-reuse them at small, awkward shapes to check they stay correct.
+Each takes a fresh ``Schedule`` of the suite workload and returns it scheduled; they are
+the built-in example (``tensortune example``), the benchmark (benchmarks/hand_schedules.py)
+and are tested at small, awkward shapes.
+
+Example:
+    >>> from tensortune.examples import SCHEDULES
+    >>> sch = SCHEDULES["gmm"](Schedule(tt.workloads.get("gmm")))
 """
 
 from __future__ import annotations
 
-import tensortune as tt
+from .schedule import Schedule
 
 
-def gmm(sch: tt.Schedule, mr: int = 8, nr: int = 32) -> tt.Schedule:
+def gmm(sch: Schedule, mr: int = 8, nr: int = 32) -> Schedule:
     """B packed per 32-column panel (cache_read + compute_at: the panel is the region one
     iteration uses), an mr x nr accumulator tile in registers (cache_write + unroll +
     vectorize), parallel over panels."""
@@ -34,7 +39,7 @@ def gmm(sch: tt.Schedule, mr: int = 8, nr: int = 32) -> tt.Schedule:
     return sch
 
 
-def dense(sch: tt.Schedule, mr: int = 8, nr: int = 32) -> tt.Schedule:
+def dense(sch: Schedule, mr: int = 8, nr: int = 32) -> Schedule:
     """The GMM schedule on X W^T: each 32-row slab of W is transposed into a [K, 32] panel
     (cache_read + transform_layout + compute_at), and bias + relu are fused into the
     write-back of the register tile (reverse_compute_inline)."""
@@ -60,10 +65,11 @@ def dense(sch: tt.Schedule, mr: int = 8, nr: int = 32) -> tt.Schedule:
     return sch
 
 
-def c2d(sch: tt.Schedule, kb: int = 16, xb: int = 8) -> tt.Schedule:
-    """Output channels in vector lanes (weights packed to [K/16, C, 3, 3, 16]), a tile of
-    xb output columns x 16 channels in registers (stored channel-innermost through
-    transform_layout), relu fused into the write-back, padding computed once per row."""
+def c2d(sch: Schedule, kb: int = 64, xb: int = 7) -> Schedule:
+    """Output channels in vector lanes (weights packed to [K/kb, C, 3, 3, kb]), a tile of
+    xb output columns x kb channels in registers (stored channel-innermost through
+    transform_layout), relu fused into the write-back, the padded input built once.
+    kb=64, xb=7 (28 zmm accumulators) measured fastest of (16..64) x (4..14) here."""
     conv = sch.get_block("conv")
     n, k, y, x, rc, ry, rx = sch.get_loops(conv)
     ko, ki = sch.split(k, [None, kb])
