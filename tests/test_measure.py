@@ -83,3 +83,19 @@ def test_measure_checks_a_schedule():
     sch.vectorize(j)
     res = measure(sch, repeat=3, min_repeat_ms=1)
     assert res.ok and np.isfinite(res.median) and res.median > 0
+
+
+def test_compile_timeout_is_reported():
+    huge = _kernel(GOOD) + "\n".join(
+        f"float f{i}(float x) {{ return x * {i}.0f + f{i - 1}(x); }}" if i else
+        "float f0(float x) { return x; }" for i in range(4000))
+    res = LocalBuilder(timeout=0.05).build([BuildInput(FUNC, huge)])[0]
+    assert res.error_kind == "timeout" and "did not finish" in res.error_msg
+
+
+def test_cache_flush_timing(data):
+    ins, exp = data
+    b = LocalBuilder().build([BuildInput(FUNC, _kernel(GOOD))])[0]
+    with LocalRunner(repeat=2, min_repeat_ms=1, flush_cache=True) as runner:
+        res = runner.run([RunInput(b.lib_path, FUNC, "gmm", ins, exp)])[0]
+    assert res.ok and len(res.latencies) == 2

@@ -1,0 +1,57 @@
+"""The loop IR: verifier, simplifier, printer."""
+
+import pytest
+
+import tensortune as tt
+from tensortune.tir import Block, BufferStore, For, IterVar, PrimFunc, Var, verify
+from tensortune.tir.arith import bound, simplify
+from tensortune.tir.stmt import Buffer
+
+
+def _func(body, params, allocs=()):
+    return PrimFunc("f", tuple(params), body, tuple(allocs), 1)
+
+
+def test_verifier_catches_malformed_ir():
+    A = Buffer("A", (4,))
+    B = Buffer("B", (4,))
+    i, v = Var("i"), Var("v")
+    ok = For(i, 4, Block("B", (IterVar(v, 4, "S"),), (i,), BufferStore(B, (v,), A[v])))
+    verify(_func(ok, [A, B]))
+    stray = For(i, 4, Block("B", (IterVar(v, 4, "S"),), (i,), BufferStore(B, (v,), A[i])))
+    with pytest.raises(tt.IRError, match=r"block B: uses variable\(s\) \['i'\]"):
+        verify(_func(stray, [A, B]))
+    C = Buffer("C", (4, 4))
+    rank = For(i, 4, Block("B", (IterVar(v, 4, "S"),), (i,), BufferStore(C, (v,), A[v])))
+    with pytest.raises(tt.IRError, match="C has rank 2 but is indexed with 1"):
+        verify(_func(rank, [A, B, C]))
+    unknown = For(i, 4, Block("B", (IterVar(v, 4, "S"),), (i,), BufferStore(C, (v, v), A[v])))
+    with pytest.raises(tt.IRError, match="neither a parameter nor allocated"):
+        verify(_func(unknown, [A, B]))
+    w = Var("w")
+    nested = For(i, 4, For(w, 0, Block("B", (IterVar(v, 4, "S"),), (i,),
+                                       BufferStore(B, (v,), A[v]))))
+    with pytest.raises(tt.IRError, match="extent 0"):
+        verify(_func(nested, [A, B]))
+
+
+def test_simplify_and_bounds():
+    i0, i1, f = Var("i0"), Var("i1"), Var("f")
+    r = {i0: (0, 7), i1: (0, 31), f: (0, 223)}
+    assert str(simplify((i0 * 32 + i1) // 32, r)) == "i0"
+    assert str(simplify((i0 * 32 + i1) % 32, r)) == "i1"
+    assert str(simplify((f // 56 * 16 + i1 % 16) // 16, r)) == "f // 56"
+    assert str(simplify(i0 * 32 + i1 < 256, r)) == "True"
+    assert bound((f % 3) * 2 + i1, r) == (0, 35)
+    # Two different variables with the same name never cancel.
+    a, b = Var("x"), Var("x")
+    assert str(simplify((a // 2 + 1) - b // 2, {a: (0, 9), b: (0, 9)})) != "1"
+
+
+def test_producers_and_consumers():
+    sch = tt.Schedule(tt.workloads.get("smx", small=True))
+    y = sch.get_block("Y")
+    names = sorted(sch._get(b, type(y), "t") for b in sch.get_producers(y))
+    assert names == ["rowmax", "rowsum"]
+    cons = sch.get_consumers(sch.get_block("rowmax"))
+    assert sorted(sch._get(b, type(y), "t") for b in cons) == ["Y", "rowsum"]
