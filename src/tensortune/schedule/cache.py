@@ -61,6 +61,9 @@ def _copy_nest(name: str, dst: Buffer, src: Buffer) -> Stmt:
 
 
 def cache_read(func: PrimFunc, name: str, index: int, scope: str) -> tuple[PrimFunc, str]:
+    """Read input ``index`` of block ``name`` through a new copy stage (module docstring);
+    returns the copy block's name. Place the copy with compute_at, re-index it with
+    transform_layout."""
     what = f"cache_read({name}, {index})"
     blk, _ = find_block(func, name)
     own = writes(blk)
@@ -84,6 +87,15 @@ def cache_read(func: PrimFunc, name: str, index: int, scope: str) -> tuple[PrimF
 
 
 def cache_write(func: PrimFunc, name: str, index: int, scope: str) -> tuple[PrimFunc, str]:
+    """Make block ``name`` write a new buffer, copied to the original by a new block
+    placed after it; returns the copy block's name.
+
+    Before: ``C[vi, vj] = C[vi, vj] + ...``
+    After::
+
+        C_local[vi, vj] = C_local[vi, vj] + ...
+        with block("C_local"): C[v0, v1] = C_local[v0, v1]
+    """
     what = f"cache_write({name}, {index})"
     blk, _ = find_block(func, name)
     ws = writes(blk)
@@ -114,6 +126,13 @@ def _eval_index(e: Expr, env: dict) -> np.ndarray:
 
 def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],
                      results: list[Expr]) -> PrimFunc:
+    """Store intermediate ``buf`` in a new layout given by an injective index map; every
+    access is rewritten through the map.
+
+    Before: ``B_global[vk, vj]`` in a [K, N] buffer
+    After ``lambda k, j: (j // 32, k, j % 32)``: ``B_global[vj // 32, vk, vj % 32]`` in a
+    [N/32, K, 32] buffer (packed panels)
+    """
     what = f"transform_layout({buf.name})"
     check(buf in func.alloc_buffers,
           f"{what}: {buf.name} is a function parameter; its layout is part of the kernel's "

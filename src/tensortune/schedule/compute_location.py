@@ -108,6 +108,10 @@ def _insert(func: PrimFunc, var: Var, stmt: Stmt, index_fn) -> PrimFunc:
 
 
 def compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
+    """Move producer block ``name`` under loop ``var`` of its consumers, computing per
+    iteration only the region they read there (see the module docstring for an example).
+    The block must write one intermediate buffer whose consumers all lie inside ``var``.
+    """
     what = f"compute_at({name}, {var.name})"
     blk, bpath = find_block(func, name)
     loop, lpath = find_loop(func, var)
@@ -158,6 +162,19 @@ def compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
 
 
 def reverse_compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
+    """Move consumer block ``name`` under loop ``var`` of its producers, computing per
+    iteration the elements whose inputs that iteration completed.
+
+    Before::
+
+        for i0: for k: for i1: C_local[...] += ...
+        for ax0: C[ax0] = C_local[ax0]
+    After ``reverse_compute_at(C, i0)``::
+
+        for i0:
+            for k: for i1: C_local[...] += ...
+            for ax0 in range(8): C[i0 * 8 + ax0] = C_local[i0 * 8 + ax0]
+    """
     what = f"reverse_compute_at({name}, {var.name})"
     blk, bpath = find_block(func, name)
     loop, lpath = find_loop(func, var)

@@ -39,6 +39,8 @@ def _index_vars(blk: Block, idx: tuple[Expr, ...], what: str, role: str) -> list
 
 
 def compute_inline(func: PrimFunc, name: str) -> PrimFunc:
+    """Substitute element-wise block ``name`` into every consumer and delete it and its
+    buffer (see the module docstring)."""
     what = f"compute_inline({name})"
     blk, _ = find_block(func, name)
     st = _single_store(blk, what)
@@ -62,6 +64,8 @@ def compute_inline(func: PrimFunc, name: str) -> PrimFunc:
 
 
 def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
+    """Fold element-wise consumer ``name`` into its single producer, whose store then
+    writes the consumer's output (see the module docstring)."""
     what = f"reverse_compute_inline({name})"
     cons, _ = find_block(func, name)
     st_c = _single_store(cons, what)

@@ -45,6 +45,16 @@ def _rebind(body: Stmt, vmap: dict[Var, Expr], ranges: dict[Var, tuple[int, int]
 
 
 def split(func: PrimFunc, var: Var, factors: list[int | None]) -> tuple[PrimFunc, list[Var]]:
+    """Split a loop into nested loops with the given extents (one may be None: inferred).
+    Factors need not divide the extent: the blocks inside get a guard ``where(...)``.
+
+    Before: ``for i in range(10): block(vi=S(i))``
+    After ``split(i, [None, 4])``::
+
+        for i_0 in range(3):
+            for i_1 in range(4):
+                block(vi=S(i_0 * 4 + i_1)), where(i_0 * 4 + i_1 < 10)
+    """
     loop, _ = find_loop(func, var)
     check(len(factors) >= 2, f"split of loop {var.name}: give at least 2 factors, got {factors}")
     nones = [i for i, f in enumerate(factors) if f is None]
@@ -72,6 +82,11 @@ def split(func: PrimFunc, var: Var, factors: list[int | None]) -> tuple[PrimFunc
 
 
 def fuse(func: PrimFunc, vars_: list[Var]) -> tuple[PrimFunc, Var]:
+    """Fuse perfectly nested, consecutive loops into one.
+
+    Before: ``for i in range(4): for j in range(8): block(vi=S(i), vj=S(j))``
+    After ``fuse(i, j)``: ``for i_j_f in range(32): block(vi=S(i_j_f // 8), vj=S(i_j_f % 8))``
+    """
     check(len(vars_) >= 2, "fuse needs at least two loops")
     outer, _ = find_loop(func, vars_[0])
     loops = [outer]
@@ -97,6 +112,10 @@ def fuse(func: PrimFunc, vars_: list[Var]) -> tuple[PrimFunc, Var]:
 
 
 def reorder(func: PrimFunc, vars_: list[Var]) -> PrimFunc:
+    """Permute loops of one perfect nest; loops not listed keep their places.
+
+    Before: ``for i: for j: for k: block``;  after ``reorder(k, i)``: ``for k: for j: for i``
+    """
     check(len(set(vars_)) == len(vars_), "reorder: a loop is listed twice")
     found = [find_loop(func, v) for v in vars_]
     outer_i = min(range(len(found)), key=lambda i: len(found[i][1]))
@@ -132,6 +151,12 @@ def _reduction_bound(loop: For) -> list[str]:
 
 
 def set_kind(func: PrimFunc, var: Var, kind: ForKind) -> PrimFunc:
+    """Mark a loop parallel (OpenMP), vectorized (SIMD) or unrolled (expanded).
+
+    Before: ``for j in range(64)``;  after ``vectorize(j)``: ``for j in vectorized(64)``.
+    Parallel and vectorized loops must iterate spatial axes only; parallel loops do not
+    nest.
+    """
     loop, path = find_loop(func, var)
     if kind in (ForKind.PARALLEL, ForKind.VECTORIZED):
         bad = _reduction_bound(loop)
@@ -150,6 +175,10 @@ def set_kind(func: PrimFunc, var: Var, kind: ForKind) -> PrimFunc:
 
 
 def annotate(func: PrimFunc, var: Var, key: str, value: object) -> PrimFunc:
+    """Attach a code-generation hint: ``pragma_unroll=n`` asks gcc to unroll by n.
+
+    Before: ``for k in range(64)``;  after: ``for k in range(64, pragma_unroll=4)``.
+    """
     check(key in ("pragma_unroll",), f"annotate: unknown loop annotation {key!r}; "
                                      "known: 'pragma_unroll' (an unroll depth)")
     check(isinstance(value, int) and value >= 0,

@@ -45,6 +45,8 @@ def _conjuncts(e: Expr | None) -> list[Expr]:
 
 
 def decompose_reduction(func: PrimFunc, name: str, var: Var) -> tuple[PrimFunc, str]:
+    """Move the init of reduction block ``name`` into a new block placed before loop
+    ``var`` (module docstring); returns the init block's name."""
     what = f"decompose_reduction({name}, {var.name})"
     blk, path = find_block(func, name)
     check(blk.init is not None, f"{what}: block {name} has no init (not a reduction, or "
@@ -104,6 +106,15 @@ def _reduction_parts(blk: Block, what: str) -> tuple[BufferStore, str, Expr]:
 
 
 def rfactor(func: PrimFunc, var: Var, factor_axis: int = 0) -> tuple[PrimFunc, str]:
+    """Turn reduction loop ``var`` into a spatial axis of partial results.
+
+    Before: ``for n: for j0: for j1: S[vn] += A[vn, j0 * 16 + j1]``
+    After ``rfactor(j1)``::
+
+        for n: for j0: for j1: S_rf[vj1, vn] += A[vn, vj0 * 16 + vj1]   # j1 spatial
+        for n: for j1: S[vn] += S_rf[vj1, vn]
+    Returns the partial block's name.
+    """
     what = f"rfactor({var.name})"
     loop, _ = find_loop(func, var)
     users = [b for b in blocks_under(loop.body)

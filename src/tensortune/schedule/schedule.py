@@ -293,3 +293,19 @@ class Schedule:
             out = self._new(LoopRV, var)
         self._record("sample_compute_location", [block], {}, [out], decision)
         return out
+
+
+# The primitives' documentation (with the loop nest before and after) lives beside their
+# algorithms; the methods users call show the same text.
+for _meth, _fn in [("split", loops.split), ("fuse", loops.fuse), ("reorder", loops.reorder),
+                   ("parallel", loops.set_kind), ("vectorize", loops.set_kind),
+                   ("unroll", loops.set_kind), ("annotate", loops.annotate),
+                   ("compute_at", compute_location.compute_at),
+                   ("reverse_compute_at", compute_location.reverse_compute_at),
+                   ("compute_inline", inline.compute_inline),
+                   ("reverse_compute_inline", inline.reverse_compute_inline),
+                   ("cache_read", cache.cache_read), ("cache_write", cache.cache_write),
+                   ("transform_layout", cache.transform_layout),
+                   ("decompose_reduction", reduction.decompose_reduction),
+                   ("rfactor", reduction.rfactor)]:
+    getattr(Schedule, _meth).__doc__ = _fn.__doc__
