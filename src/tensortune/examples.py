@@ -11,22 +11,28 @@ Example:
 
 from __future__ import annotations
 
-from .schedule import Schedule
+from collections.abc import Callable
+
+from .schedule import BlockRV, Schedule
 
 
-def gmm(sch: Schedule, mr: int = 8, nr: int = 32) -> Schedule:
-    """B packed per 32-column panel (cache_read + compute_at: the panel is the region one
-    iteration uses), an mr x nr accumulator tile in registers (cache_write + unroll +
-    vectorize), parallel over panels."""
-    c = sch.get_block("C")
+def _register_tiled(sch: Schedule, name: str, pack: Callable[[BlockRV], None],
+                    mr: int, nr: int, epilogue: str | None = None) -> Schedule:
+    """The matmul recipe shared by GMM and DENSE: split i by mr and j by nr, stage B per
+    nr-column panel (``pack`` re-lays it out; compute_at keeps one panel per iteration),
+    an mr x nr accumulator tile in registers, an optional element-wise epilogue fused into
+    the tile's write-back, parallel over panels."""
+    c = sch.get_block(name)
     i, j, k = sch.get_loops(c)
     io, ii = sch.split(i, [None, mr])
     jo, ji = sch.split(j, [None, nr])
     sch.reorder(jo, io, k, ii, ji)
     bp = sch.cache_read(c, 1, "global")
     sch.compute_at(bp, jo)
-    sch.vectorize(sch.get_loops(bp)[-1])
+    pack(bp)
     wb = sch.cache_write(c, 0, "local")
+    if epilogue is not None:
+        sch.reverse_compute_inline(sch.get_block(epilogue))
     sch.reverse_compute_at(wb, io)
     init = sch.decompose_reduction(c, k)
     sch.unroll(ii)
@@ -39,30 +45,19 @@ def gmm(sch: Schedule, mr: int = 8, nr: int = 32) -> Schedule:
     return sch
 
 
+def gmm(sch: Schedule, mr: int = 8, nr: int = 32) -> Schedule:
+    """B's [K, 32] panel is the region one panel iteration reads, so compute_at alone
+    packs it; the 8x32 tile becomes 16 zmm accumulators."""
+    return _register_tiled(sch, "C", lambda bp: sch.vectorize(sch.get_loops(bp)[-1]), mr, nr)
+
+
 def dense(sch: Schedule, mr: int = 8, nr: int = 32) -> Schedule:
-    """The GMM schedule on X W^T: each 32-row slab of W is transposed into a [K, 32] panel
-    (cache_read + transform_layout + compute_at), and bias + relu are fused into the
-    write-back of the register tile (reverse_compute_inline)."""
-    mm = sch.get_block("matmul")
-    i, j, k = sch.get_loops(mm)
-    io, ii = sch.split(i, [None, mr])
-    jo, ji = sch.split(j, [None, nr])
-    sch.reorder(jo, io, k, ii, ji)
-    wp = sch.cache_read(mm, 1, "global")
-    sch.transform_layout(wp, "W_global", lambda n, kk: (kk, n))
-    sch.compute_at(wp, jo)
-    wb = sch.cache_write(mm, 0, "local")
-    sch.reverse_compute_inline(sch.get_block("Y"))
-    sch.reverse_compute_at(wb, io)
-    init = sch.decompose_reduction(mm, k)
-    sch.unroll(ii)
-    sch.vectorize(ji)
-    for blk in (init, wb):
-        loops = sch.get_loops(blk)
-        sch.unroll(loops[-2])
-        sch.vectorize(loops[-1])
-    sch.parallel(jo)
-    return sch
+    """The GMM recipe on X W^T: each 32-row slab of W is transposed into a [K, 32] panel
+    (transform_layout), and bias + relu are fused into the write-back of the tile."""
+    return _register_tiled(
+        sch, "matmul",
+        lambda wp: sch.transform_layout(wp, "W_global", lambda n, kk: (kk, n)),
+        mr, nr, epilogue="Y")
 
 
 def c2d(sch: Schedule, kb: int = 64, xb: int = 7) -> Schedule:

@@ -22,7 +22,7 @@ from dataclasses import replace
 from ..tir.analysis import region, union
 from ..tir.arith import Ranges, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
-from ..tir.functor import rewrite_expr, rewrite_stmt, substitute
+from ..tir.functor import retarget, rewrite_expr, rewrite_stmt, substitute
 from ..tir.stmt import (
     Allocate,
     Block,
@@ -136,7 +136,7 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
             root_allocs.append(buf)
             continue
         new = Buffer(buf.name, tuple(shape), buf.dtype, "local" if lca else buf.scope)
-        body = _retarget(body, buf, new, starts)
+        body = retarget(body, buf, new, _shift(starts))
         if lca:
             body = rewrite_stmt(body, stmt_fn=_allocate_at(lca[-1].var, new))
         else:
@@ -153,21 +153,12 @@ def _allocate_at(key: Var, buf: Buffer):
     return fn
 
 
-def _retarget(body: Stmt, old: Buffer, new: Buffer, starts: list[Expr]) -> Stmt:
+def _shift(starts: list[Expr]):
     def shift(idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
         return tuple(i if isinstance(s, IntImm) and s.value == 0 else
                      BinOp("-", i, s, "int32") for i, s in zip(idx, starts, strict=True))
 
-    def ef(e: Expr) -> Expr:
-        return rewrite_expr(e, lambda x: BufferLoad(new, shift(x.indices))
-                            if isinstance(x, BufferLoad) and x.buffer is old else None)
-
-    def sf(s: Stmt) -> Stmt | None:
-        if isinstance(s, BufferStore) and s.buffer is old:
-            return BufferStore(new, shift(s.indices), s.value)
-        return None
-
-    return rewrite_stmt(body, expr_fn=ef, stmt_fn=sf)
+    return shift
 
 
 # ---------------------------------------------------------------- unroll and simplify

@@ -13,7 +13,6 @@ transform_layout(B_global, lambda k, j: (j // 32, k, j % 32)) then stores B_glob
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -21,7 +20,7 @@ import numpy as np
 from ..errors import ScheduleError, check
 from ..tir.arith import bound, simplify
 from ..tir.expr import BufferLoad, Expr, Var
-from ..tir.functor import rewrite_expr, rewrite_stmt, substitute
+from ..tir.functor import retarget, substitute
 from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Stmt
 from .tree import (
     find_block,
@@ -34,20 +33,6 @@ from .tree import (
     writers,
     writes,
 )
-
-
-def _retarget(s: Stmt, old: Buffer, new: Buffer,
-              idx_fn: Callable[[tuple[Expr, ...]], tuple[Expr, ...]] = lambda i: i) -> Stmt:
-    def ef(e: Expr) -> Expr:
-        return rewrite_expr(e, lambda x: BufferLoad(new, idx_fn(x.indices))
-                            if isinstance(x, BufferLoad) and x.buffer is old else None)
-
-    def sf(x: Stmt) -> Stmt | None:
-        if isinstance(x, BufferStore) and x.buffer is old:
-            return BufferStore(new, idx_fn(x.indices), x.value)
-        return None
-
-    return rewrite_stmt(s, expr_fn=ef, stmt_fn=sf)
 
 
 def _copy_nest(name: str, dst: Buffer, src: Buffer) -> Stmt:
@@ -80,8 +65,8 @@ def cache_read(func: PrimFunc, name: str, index: int, scope: str) -> tuple[PrimF
     new_name = unique_name(func, f"{buf.name}_{scope}")
     cbuf = Buffer(new_name, buf.shape, buf.dtype, scope)
     f2 = replace_block(func, name, lambda b: replace(
-        b, body=_retarget(b.body, buf, cbuf),
-        init=None if b.init is None else _retarget(b.init, buf, cbuf)))
+        b, body=retarget(b.body, buf, cbuf),
+        init=None if b.init is None else retarget(b.init, buf, cbuf)))
     f3 = insert_root(f2, ri, _copy_nest(new_name, cbuf, buf))
     return f3.with_body(f3.body, f3.alloc_buffers + (cbuf,)), new_name
 
@@ -112,8 +97,8 @@ def cache_write(func: PrimFunc, name: str, index: int, scope: str) -> tuple[Prim
     new_name = unique_name(func, f"{buf.name}_{scope}")
     cbuf = Buffer(new_name, buf.shape, buf.dtype, scope)
     f2 = replace_block(func, name, lambda b: replace(
-        b, body=_retarget(b.body, buf, cbuf),
-        init=None if b.init is None else _retarget(b.init, buf, cbuf)))
+        b, body=retarget(b.body, buf, cbuf),
+        init=None if b.init is None else retarget(b.init, buf, cbuf)))
     f3 = insert_root(f2, ri + 1, _copy_nest(new_name, buf, cbuf))
     return f3.with_body(f3.body, f3.alloc_buffers + (cbuf,)), new_name
 
@@ -161,6 +146,6 @@ def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],
     def idx_fn(idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
         return tuple(simplify(substitute(r, dict(zip(params, idx)))) for r in results)
 
-    body = _retarget(func.body, buf, new, idx_fn)
+    body = retarget(func.body, buf, new, idx_fn)
     allocs = tuple(new if b is buf else b for b in func.alloc_buffers)
     return func.with_body(body, allocs)

@@ -173,3 +173,19 @@ def blocks_in(s: Stmt) -> Iterator[Block]:
     for st in walk(s):
         if isinstance(st, Block):
             yield st
+
+
+def retarget(s: Stmt, old: object, new: object,
+             idx_fn: Callable[[tuple[Expr, ...]], tuple[Expr, ...]] = lambda i: i) -> Stmt:
+    """Redirect every load and store of buffer ``old`` to ``new``, mapping indices."""
+
+    def ef(e: Expr) -> Expr:
+        return rewrite_expr(e, lambda x: BufferLoad(new, idx_fn(x.indices))
+                            if isinstance(x, BufferLoad) and x.buffer is old else None)
+
+    def sf(x: Stmt) -> Stmt | None:
+        if isinstance(x, BufferStore) and x.buffer is old:
+            return BufferStore(new, idx_fn(x.indices), x.value)  # type: ignore[arg-type]
+        return None
+
+    return rewrite_stmt(s, expr_fn=ef, stmt_fn=sf)
