@@ -36,7 +36,7 @@ def _reference(name):
 ACTIONS = ["split", "split", "fuse", "reorder", "parallel", "vectorize", "unroll",
            "compute_inline", "reverse_compute_inline", "compute_at", "compute_at",
            "reverse_compute_at", "cache_read", "cache_write", "decompose_reduction", "rfactor",
-           "annotate"]
+           "annotate", "transform_layout"]
 
 
 def _apply(sch: tt.Schedule, action: str, draw) -> None:
@@ -76,6 +76,24 @@ def _apply(sch: tt.Schedule, action: str, draw) -> None:
         sch.decompose_reduction(blk, loops[draw(pick)])
     elif action == "rfactor":
         sch.rfactor(loops[draw(pick)], 0)
+    elif action == "transform_layout":
+        from tensortune.schedule.tree import find_block, reads, writes
+
+        b, _ = find_block(sch.func, sch._get(blk, type(blk), "test"))
+        inter = [x for x in (*reads(b), *writes(b)) if x in sch.func.alloc_buffers]
+        if not inter:
+            return
+        buf = draw(st.sampled_from(inter))
+        nd = len(buf.shape)
+        names = ", ".join(f"a{d}" for d in range(nd))
+        if draw(st.booleans()):
+            perm = draw(st.permutations(range(nd)))
+            body = ", ".join(f"a{d}" for d in perm)
+        else:
+            d, f = draw(st.integers(0, nd - 1)), draw(st.integers(2, 4))
+            parts = [f"a{d} // {f}"] + [f"a{e}" for e in range(nd) if e != d] + [f"a{d} % {f}"]
+            body = ", ".join(parts)
+        sch.transform_layout(blk, buf.name, f"lambda {names}: ({body},)")
 
 
 @settings(max_examples=30, deadline=None,
