@@ -93,3 +93,18 @@ def test_vectorized_loop_emits_avx512_fma():
     assert fma, "expected zmm FMA instructions in the generated assembly"
     # The FMAs read their accumulators from registers (no stack operand).
     assert not any("rsp" in ln for ln in fma)
+
+
+def test_guarded_load_is_never_read_speculatively():
+    """Padding inlined into a conv vectorized along x: the select's load must not run for
+    lanes outside the input (the kernel would read past the buffer)."""
+    f = tt.workloads.get("c2d", C=2, K=2, H=4, W=16)
+    sch = tt.Schedule(f)
+    sch.compute_inline(sch.get_block("pad"))
+    loops = sch.get_loops(sch.get_block("conv"))
+    sch.reorder(*loops[:3], *loops[4:], loops[3])
+    sch.vectorize(sch.get_loops(sch.get_block("conv"))[-1])
+    k = tt.build(sch)
+    assert "tt_vsel" not in k.source
+    ins = random_inputs(f)
+    check_close(k(*ins), evaluate(f, ins)[0])

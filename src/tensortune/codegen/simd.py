@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..tir.arith import affine, from_affine, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Select, Var, is_float
-from ..tir.functor import free_vars, rewrite_stmt, substitute
+from ..tir.functor import free_vars, iter_exprs, rewrite_stmt, substitute
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
 from .c import CTYPE, CEmitter
 
@@ -138,6 +138,10 @@ class SimdEmitter(CEmitter):
             c = e.cond
             if lane not in free_vars(c):
                 return f"({self.expr(c)} ? {t} : {f})", True
+            # A lane-dependent select evaluates both branches in every lane; a guarded load
+            # (padding) would then read outside its buffer, so only load-free branches.
+            if any(isinstance(x, BufferLoad) for br in (e.t, e.f) for x in iter_exprs(br)):
+                raise _NoVec
             if isinstance(c, BinOp) and c.op in ("<", "<=", ">", ">=", "==", "!=") \
                     and c.a.dtype == dtype:
                 a, b = self._vec(c.a, lane, dtype, w), self._vec(c.b, lane, dtype, w)
@@ -252,8 +256,6 @@ def _tile_accesses(s: Stmt, b: Buffer, vec: For | None = None):
         exprs = [*s.indices, s.value]
     elif isinstance(s, IfThenElse):
         exprs = [s.cond]
-    from ..tir.functor import iter_exprs
-
     for e in exprs:
         for sub in iter_exprs(e):
             if isinstance(sub, BufferLoad) and sub.buffer is b:

@@ -1,0 +1,193 @@
+"""The tuning database: every measured candidate, kept in SQLite (the embedded default).
+
+Workloads are keyed by structural hash; records by workload, target fingerprint and the
+hash of the scheduled program (so a program is never measured twice, however its trace
+was written). Each record is committed on its own in WAL mode: a tuning run killed
+mid-batch loses nothing already measured, and two tuning processes can share one file.
+Records are plain JSON, exported and imported as JSON lines.
+
+Example:
+    >>> db = Database("tuning.db")
+    >>> db.add(TuningRecord(wl, target.fingerprint(), trace_json, prog_hash, [1.2e-3]))
+    >>> best = db.top_k(wl, target.fingerprint(), 1)[0]
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import TensorTuneError
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS workloads (
+    hash TEXT PRIMARY KEY, name TEXT, text TEXT, flops REAL);
+CREATE TABLE IF NOT EXISTS records (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workload TEXT NOT NULL, target TEXT NOT NULL, program TEXT NOT NULL,
+    trace TEXT NOT NULL, latencies TEXT, latency REAL, error_kind TEXT, error_msg TEXT,
+    build_seconds REAL, target_desc TEXT, created REAL,
+    UNIQUE (workload, target, program));
+CREATE INDEX IF NOT EXISTS records_best ON records (workload, target, latency);
+"""
+
+
+class DatabaseError(TensorTuneError):
+    """The database file is unusable or has no record for a request."""
+
+
+@dataclass(frozen=True)
+class TuningRecord:
+    workload: str
+    target: str
+    trace: str                      # Trace.as_json()
+    program: str                    # structural hash of the scheduled program
+    latencies: list[float] = field(default_factory=list)
+    error_kind: str | None = None
+    error_msg: str | None = None
+    build_seconds: float = 0.0
+    target_desc: str = ""
+    created: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None and bool(self.latencies)
+
+    @property
+    def latency(self) -> float:
+        return statistics.median(self.latencies) if self.ok else float("inf")
+
+
+class Database:
+    """A SQLite tuning database at ``path`` (created if missing)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA busy_timeout=60000")
+            self.conn.executescript(_SCHEMA)
+            row = self.conn.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            if row is None:
+                self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)",
+                                  (str(SCHEMA_VERSION),))
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise DatabaseError(f"{self.path}: schema version {row[0]}, this tensortune "
+                                    f"reads version {SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as e:
+            raise DatabaseError(f"{self.path} is not a usable tensortune database ({e}); "
+                                "move it away or pass another path") from e
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writes
+    def add_workload(self, hash_: str, name: str, text: str, flops: float) -> None:
+        self.conn.execute("INSERT OR IGNORE INTO workloads VALUES (?, ?, ?, ?)",
+                          (hash_, name, text, flops))
+
+    def add(self, rec: TuningRecord) -> bool:
+        """Store one record (its own transaction). False if the program was already there."""
+        cur = self.conn.execute(
+            "INSERT OR IGNORE INTO records (workload, target, program, trace, latencies, "
+            "latency, error_kind, error_msg, build_seconds, target_desc, created) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (rec.workload, rec.target, rec.program, rec.trace, json.dumps(rec.latencies),
+             rec.latency if rec.ok else None, rec.error_kind, rec.error_msg,
+             rec.build_seconds, rec.target_desc, rec.created))
+        return cur.rowcount == 1
+
+    # ------------------------------------------------------------------ reads
+    def _records(self, where: str, args: tuple, tail: str = "") -> list[TuningRecord]:
+        rows = self.conn.execute(
+            "SELECT workload, target, trace, program, latencies, error_kind, error_msg, "
+            f"build_seconds, target_desc, created FROM records WHERE {where} {tail}", args)
+        return [TuningRecord(w, t, tr, p, json.loads(lat or "[]"), ek, em, bs, td, cr)
+                for w, t, tr, p, lat, ek, em, bs, td, cr in rows]
+
+    def top_k(self, workload: str, target: str, k: int) -> list[TuningRecord]:
+        """The k fastest correct records, fastest first."""
+        return self._records("workload=? AND target=? AND latency IS NOT NULL",
+                             (workload, target), f"ORDER BY latency LIMIT {int(k)}")
+
+    def records(self, workload: str | None = None,
+                target: str | None = None) -> list[TuningRecord]:
+        conds, args = ["1=1"], []
+        if workload is not None:
+            conds.append("workload=?")
+            args.append(workload)
+        if target is not None:
+            conds.append("target=?")
+            args.append(target)
+        return self._records(" AND ".join(conds), tuple(args), "ORDER BY id")
+
+    def programs(self, workload: str, target: str) -> set[str]:
+        rows = self.conn.execute("SELECT program FROM records WHERE workload=? AND target=?",
+                                 (workload, target))
+        return {r[0] for r in rows}
+
+    def count(self, workload: str | None = None, target: str | None = None) -> int:
+        return len(self.records(workload, target))
+
+    def targets(self, workload: str) -> dict[str, str]:
+        rows = self.conn.execute("SELECT DISTINCT target, target_desc FROM records WHERE "
+                                 "workload=?", (workload,))
+        return {t: d for t, d in rows}
+
+    def workloads(self) -> list[tuple[str, str, float, int]]:
+        """(hash, name, flops, number of records) of every workload."""
+        rows = self.conn.execute(
+            "SELECT w.hash, w.name, w.flops, COUNT(r.id) FROM workloads w LEFT JOIN records r "
+            "ON r.workload = w.hash GROUP BY w.hash ORDER BY w.name")
+        return list(rows)
+
+    def workload_text(self, hash_: str) -> tuple[str, str] | None:
+        row = self.conn.execute("SELECT name, text FROM workloads WHERE hash=?",
+                                (hash_,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def find_workloads(self, name: str) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT hash FROM workloads WHERE name=?",
+                                                (name,))]
+
+    # ------------------------------------------------------------------ JSON lines
+    def export_jsonl(self, path: str | Path) -> int:
+        n = 0
+        with open(path, "w") as f:
+            for h, name, flops, _ in self.workloads():
+                text = self.workload_text(h)
+                f.write(json.dumps({"workload": h, "name": name, "flops": flops,
+                                    "text": text[1] if text else ""}) + "\n")
+            for rec in self.records():
+                f.write(json.dumps({"record": asdict(rec)}) + "\n")
+                n += 1
+        return n
+
+    def import_jsonl(self, path: str | Path) -> int:
+        """Add the records of an export; returns how many were new."""
+        n = 0
+        with open(path) as f:
+            for i, line in enumerate(f, 1):
+                try:
+                    obj = json.loads(line)
+                    if "record" in obj:
+                        n += self.add(TuningRecord(**obj["record"]))
+                    else:
+                        self.add_workload(obj["workload"], obj["name"], obj["text"],
+                                          obj["flops"])
+                except (json.JSONDecodeError, TypeError, KeyError) as e:
+                    raise DatabaseError(f"{path}:{i}: not a tensortune export line ({e})") from e
+        return n
