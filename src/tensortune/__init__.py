@@ -13,10 +13,11 @@ from .errors import (
 )
 from .kernel import Kernel, build
 from .schedule import ROOT, Schedule, Trace
+from .search import TuneResult, compile, tune
 
 __all__ = [
     "ROOT", "BuildError", "IRError", "Kernel", "KernelArgumentError", "Schedule",
     "ScheduleError", "TEError", "Target", "TensorTuneError", "Trace", "TraceError", "build",
-    "te", "tir", "workloads",
+    "TuneResult", "compile", "te", "tir", "tune", "workloads",
 ]
 __version__ = "0.1.0"

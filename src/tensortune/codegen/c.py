@@ -221,8 +221,9 @@ class CEmitter:
             self.emit("#pragma omp parallel for schedule(static)", ind)
         elif s.kind == ForKind.VECTORIZED and not _has_loop(s.body):
             self.emit("#pragma omp simd", ind)
-        elif s.kind == ForKind.UNROLLED or unroll:
-            self.emit(f"#pragma GCC unroll {int(unroll or min(s.extent, 64))}", ind)
+        elif unroll and _small(s.body, int(unroll)):
+            # Only small bodies: unrolling a big one costs seconds of compile time.
+            self.emit(f"#pragma GCC unroll {int(unroll)}", ind)
         self.emit(f"for (int32_t {v} = 0; {v} < {s.extent}; ++{v}) {{", ind)
         self.stmt(s.body, ind + 1)
         self.emit("}", ind)
@@ -272,6 +273,12 @@ class CEmitter:
 
     def vector_typedefs(self) -> str:
         return ""
+
+
+def _small(s: Stmt, times: int, budget: int = 64) -> bool:
+    from ..tir.functor import walk
+
+    return sum(1 for _ in walk(s)) * times <= budget
 
 
 def _has_loop(s: Stmt) -> bool:

@@ -37,7 +37,7 @@ from ..tir.stmt import (
     seq,
 )
 
-MAX_UNROLL = 256  # loops marked unrolled beyond this stay loops with a pragma
+MAX_UNROLL = 512  # statements an expansion may produce; bigger ones keep a pragma
 
 
 def flatten_blocks(s: Stmt) -> Stmt:
@@ -166,7 +166,8 @@ def simplify_stmt(s: Stmt, ranges: Ranges | None = None) -> Stmt | None:
     """Simplify with loop ranges, expand small unrolled loops, drop dead code."""
     r: Ranges = dict(ranges or {})
     if isinstance(s, For):
-        if s.kind == ForKind.UNROLLED and s.extent <= MAX_UNROLL and not s.annotations:
+        if s.kind == ForKind.UNROLLED and s.extent * _size(s.body) <= MAX_UNROLL \
+                and not s.annotations:
             parts = []
             for i in range(s.extent):
                 b = simplify_stmt(_subst_stmt(s.body, {s.var: IntImm(i)}), r)
@@ -201,6 +202,20 @@ def simplify_stmt(s: Stmt, ranges: Ranges | None = None) -> Stmt | None:
                                             simplify(i, r) for i in x.indices))
                                         if isinstance(x, BufferLoad) else None))
     return s
+
+
+def _size(s: Stmt) -> int:
+    """Statements after expanding every unrolled loop (what explicit unrolling costs)."""
+    if isinstance(s, For):
+        inner = _size(s.body)
+        return inner * s.extent if s.kind == ForKind.UNROLLED else inner
+    if isinstance(s, Seq):
+        return sum(_size(x) for x in s.stmts)
+    if isinstance(s, IfThenElse):
+        return _size(s.then) + (0 if s.else_ is None else _size(s.else_))
+    if isinstance(s, Allocate):
+        return _size(s.body)
+    return 1
 
 
 def lower(func: PrimFunc) -> PrimFunc:

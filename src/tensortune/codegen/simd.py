@@ -23,6 +23,7 @@ from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, 
 from .c import CTYPE, CEmitter
 
 MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
+MAX_REGISTERS = 40  # variables: beyond the register file gcc spills and compiles slowly
 
 
 class _NoVec(Exception):
@@ -177,7 +178,7 @@ class SimdEmitter(CEmitter):
         if len(widths) > 1:
             return False
         w = widths.pop() if widths else 1
-        if b.size % w:
+        if b.size % w or b.size // w > MAX_REGISTERS:
             return False
         vt = _vtype(b.dtype, w) if w > 1 else CTYPE[b.dtype]
         name = self.bufname[b]

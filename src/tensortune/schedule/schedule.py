@@ -123,6 +123,14 @@ class Schedule:
         self._record("get_consumers", [block], {}, rvs)
         return rvs
 
+    def get(self, rv: Any) -> Any:
+        """The IR behind a random variable (a Block, a For or an int); not recorded."""
+        if isinstance(rv, BlockRV):
+            return find_block(self.func, self._block(rv, "get"))[0]
+        if isinstance(rv, LoopRV):
+            return find_loop(self.func, self._loop(rv, "get"))[0]
+        return self._get(rv, ExprRV, "get")
+
     def block_names(self) -> list[str]:
         return [b.name for b, _ in iter_blocks(self.func.body)]
 

@@ -84,3 +84,24 @@ def union(regions: list[tuple[Expr, int, bool]], n: int) -> tuple[Expr, int, boo
     if not exact:
         return simplify(BinOp("+", lo0, IntImm(lo_min), "int32")), ext, False
     return simplify(BinOp("+", lo0, IntImm(lo_min), "int32")), ext, exact
+
+
+def flop_count(func) -> float:
+    """Floating-point operations of an unscheduled function: per block, its domain size
+    times the float operations of its body (a multiply-add counts 2)."""
+    from .expr import Call
+    from .functor import blocks_in, iter_exprs, stmt_exprs, walk
+
+    total = 0.0
+    for blk in blocks_in(func.body):
+        size = 1
+        for iv in blk.iter_vars:
+            size *= iv.extent
+        ops = 0
+        for st in walk(blk.body):
+            for e in stmt_exprs(st):
+                ops += sum(1 for x in iter_exprs(e)
+                           if isinstance(x, (BinOp, Call)) and x.dtype in ("float32", "float64")
+                           and getattr(x, "op", "") not in ("<", "<=", ">", ">=", "==", "!="))
+        total += size * ops
+    return float(total)

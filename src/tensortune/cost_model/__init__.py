@@ -1,0 +1,6 @@
+"""Cost models and program features."""
+
+from .cost_model import CostModel, LGBMModel, RandomModel, make
+from .features import FEATURES, extract
+
+__all__ = ["FEATURES", "CostModel", "LGBMModel", "RandomModel", "extract", "make"]

@@ -1,0 +1,104 @@
+"""EvolutionarySearch: MetaSchedule's and Ansor's search over complete programs.
+
+Each batch: a population is seeded from the best measured candidates and fresh draws
+from the design spaces, evolved for a few generations (parents picked in proportion to
+the cost model's score, one decision mutated per child, structurally identical programs
+dropped), and the batch is the best-scored unmeasured programs, with a fraction
+``eps_greedy`` of random ones so the model keeps seeing the unexpected. The cost model
+is retrained on everything measured after every batch.
+
+Example:
+    >>> tt.tune(func, trials=256, strategy=EvolutionarySearch(population=64))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..cost_model import CostModel, extract, make
+from ..database import TuningRecord
+from .mutator import mutate
+from .search_strategy import Candidate, SearchContext, SearchStrategy
+
+
+class EvolutionarySearch(SearchStrategy):
+    def __init__(self, cost_model: str | CostModel | None = "lgbm", population: int = 48,
+                 generations: int = 3, eps_greedy: float = 0.2, seeds_from_best: int = 8
+                 ) -> None:
+        self.model = make(cost_model)
+        self.population = population
+        self.generations = generations
+        self.eps_greedy = eps_greedy
+        self.seeds_from_best = seeds_from_best
+
+    def init(self, ctx: SearchContext) -> None:
+        super().init(ctx)
+        self.x: list[np.ndarray] = []
+        self.lat: list[float] = []
+        self.measured: list[tuple[Candidate, float]] = []
+
+    def _score(self, cands: list[Candidate]) -> np.ndarray:
+        if not cands:
+            return np.zeros(0)
+        if not self.model.trained:
+            return self.ctx.rng.random() + np.array([self.ctx.rng.random() for _ in cands])
+        return self.model.predict(np.stack([extract(c.sch.func) for c in cands]))
+
+    def _draw(self) -> Candidate | None:
+        return self.ctx.draw(self.ctx.rng.randrange(len(self.ctx.spaces)))
+
+    def generate(self, n: int) -> list[Candidate]:
+        rng = self.ctx.rng
+        best = sorted(self.measured, key=lambda t: t[1])[: self.seeds_from_best]
+        pop = [c for c, lat in best if lat < float("inf")]
+        seen = {c.program for c in pop}
+        tries = 0
+        while len(pop) < self.population and tries < self.population * 4:
+            tries += 1
+            c = self._draw()
+            if c is not None and c.program not in seen:
+                seen.add(c.program)
+                pop.append(c)
+        for _ in range(self.generations if self.model.trained else 0):
+            scores = np.maximum(self._score(pop), 1e-6)
+            probs = scores / scores.sum()
+            children = []
+            for _ in range(self.population):
+                parent = pop[int(rng.choices(range(len(pop)), weights=probs)[0])]
+                m = mutate(parent, self.ctx.spaces[parent.space], rng)
+                if m is None:
+                    continue
+                child = self.ctx.draw(parent.space, m[0], m[1])
+                if child is not None and child.program not in seen:
+                    seen.add(child.program)
+                    children.append(child)
+            merged = pop + children
+            order = np.argsort(-self._score(merged))
+            pop = [merged[i] for i in order[: self.population]]
+        fresh = [c for c in pop if c.program not in self.ctx.known]
+        scores = self._score(fresh)
+        ranked = [fresh[i] for i in np.argsort(-scores)]
+        n_greedy = n - int(round(n * self.eps_greedy)) if self.model.trained else 0
+        out = ranked[:n_greedy]
+        pool = ranked[n_greedy:]
+        rng.shuffle(pool)
+        out += pool[: n - len(out)]
+        while len(out) < n and tries < self.population * 8:
+            tries += 1
+            c = self._draw()
+            if c is not None and c.program not in self.ctx.known and c.program not in \
+                    {o.program for o in out}:
+                out.append(c)
+        for c in out:
+            self.ctx.known.add(c.program)
+        return out
+
+    def notify(self, batch: list[Candidate], records: list[TuningRecord]) -> None:
+        for c, r in zip(batch, records):
+            self.x.append(extract(c.sch.func))
+            self.lat.append(r.latency)
+            self.measured.append((c, r.latency))
+        lat = np.asarray(self.lat)
+        best = lat[np.isfinite(lat)].min() if np.isfinite(lat).any() else 1.0
+        y = np.where(np.isfinite(lat), best / np.where(np.isfinite(lat), lat, 1.0), 0.0)
+        self.model.update(np.stack(self.x), y)

@@ -1,0 +1,66 @@
+"""Mutators: change one decision of a candidate; the program is re-derived by replay, so
+a mutant is legal or rejected, never wrong.
+
+- tile size: move one prime factor between two levels of a sample_perfect_tile,
+  keeping the product (and the innermost limit);
+- categorical (parallel extent, unroll depth): another choice;
+- compute location: another candidate loop.
+
+Example:
+    >>> new_decisions, new_post = mutate(cand, space, rng)
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ..schedule import Trace
+from ..space.sampling_util import prime_factors
+from .search_strategy import Candidate
+
+
+def _mutate_tile(d: list[int], max_inner: int, rng: random.Random) -> list[int] | None:
+    src = [i for i, x in enumerate(d) if x > 1]
+    if not src or len(d) < 2:
+        return None
+    for _ in range(8):
+        a = rng.choice(src)
+        b = rng.choice([i for i in range(len(d)) if i != a])
+        p = rng.choice(prime_factors(d[a]))
+        new = list(d)
+        new[a] //= p
+        new[b] *= p
+        if new[-1] <= max_inner:
+            return new
+    return None
+
+
+def mutate(cand: Candidate, space: Trace, rng: random.Random
+           ) -> tuple[dict[int, Any], list[Any]] | None:
+    """New (decisions, post-processor decisions), or None if no mutation applies."""
+    choices: list[tuple[str, Any]] = [("space", i) for i in cand.decisions]
+    choices += [("post", i) for i in range(len(cand.post))]
+    rng.shuffle(choices)
+    for where, i in choices:
+        if where == "post":
+            new_post = list(cand.post)
+            new_post[i] = rng.randrange(3)
+            if new_post[i] != cand.post[i]:
+                return dict(cand.decisions), new_post
+            continue
+        inst = space.insts[i]
+        d = cand.decisions[i]
+        nd: Any
+        if inst.kind == "sample_perfect_tile":
+            nd = _mutate_tile(list(d), int(inst.attr("max_innermost_factor", 1 << 30)), rng)
+        elif inst.kind == "sample_categorical":
+            n = len(inst.attr("candidates", []))
+            nd = rng.randrange(n) if n > 1 else None
+        else:  # sample_compute_location: the replay rejects an index out of range
+            nd = rng.randrange(max(2, int(d) + 2))
+        if nd is not None and nd != d:
+            new = dict(cand.decisions)
+            new[i] = nd
+            return new, list(cand.post)
+    return None

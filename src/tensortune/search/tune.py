@@ -1,0 +1,184 @@
+"""``tt.tune`` and ``tt.compile``: the tuning loop and the way back to a kernel.
+
+The loop: the space generator makes design spaces; the search strategy proposes a batch;
+the builder compiles it in parallel; the runner checks each candidate against the float64
+reference and times it; each result goes to the database as soon as it exists (a killed
+run loses nothing measured) and back to the strategy. Only checked records can be best.
+
+Example:
+    >>> result = tt.tune(func, trials=64, database="tuning.db")
+    >>> result.best_latency, result.gflops
+    >>> kernel = tt.compile(func, database="tuning.db")       # later, no search
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..codegen import Target
+from ..database import Database, DatabaseError, TuningRecord
+from ..errors import TensorTuneError
+from ..kernel import Kernel, build
+from ..measure import BuildInput, LocalBuilder, LocalRunner, RunInput
+from ..reference import evaluate, random_inputs
+from ..schedule import Schedule, Trace
+from ..space import PostOrderApply, ScheduleFn, SpaceGenerator
+from ..tir.analysis import flop_count
+from ..tir.printer import func_str
+from ..tir.stmt import PrimFunc
+from .search_strategy import ReplayTrace, SearchContext, SearchStrategy
+
+
+@dataclass
+class TuneResult:
+    func: PrimFunc
+    record: TuningRecord | None
+    flops: float
+    trials: int = 0                  # measured in this run
+    errors: int = 0
+    seconds: float = 0.0
+    database: Path | None = None
+    history: list[tuple[int, float]] = field(default_factory=list)  # (trial, best latency)
+    target: Target | None = None
+
+    @property
+    def best_latency(self) -> float:
+        return self.record.latency if self.record else float("inf")
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.best_latency / 1e9 if self.record else 0.0
+
+    @property
+    def trace(self) -> Trace:
+        if self.record is None:
+            raise TensorTuneError("no valid candidate was found; see the errors in the database")
+        return Trace.from_json(self.record.trace)
+
+    def schedule(self) -> Schedule:
+        sch = Schedule(self.func)
+        self.trace.apply(sch)
+        return sch
+
+    @property
+    def kernel(self) -> Kernel:
+        return build(self.schedule(), self.target)
+
+
+def _open(database: str | Path | Database | None) -> Database:
+    if isinstance(database, Database):
+        return database
+    return Database(":memory:" if database is None else database)
+
+
+def _space(space: Any, target: Target) -> SpaceGenerator:
+    if space is None:
+        return PostOrderApply.default(target)
+    if isinstance(space, SpaceGenerator):
+        return space
+    if callable(space):
+        return ScheduleFn(space)
+    raise TensorTuneError(f"space must be a SpaceGenerator or a template function, got {space!r}")
+
+
+def _strategy(strategy: str | SearchStrategy, cost_model: Any) -> SearchStrategy:
+    if isinstance(strategy, SearchStrategy):
+        return strategy
+    if strategy == "replay":
+        return ReplayTrace()
+    if strategy == "evolutionary":
+        from .evolutionary import EvolutionarySearch
+
+        return EvolutionarySearch(cost_model=cost_model)
+    raise TensorTuneError(f"unknown strategy {strategy!r}; use 'evolutionary' or 'replay'")
+
+
+def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | None = None,
+         target: Target | None = None, strategy: str | SearchStrategy = "evolutionary",
+         cost_model: Any = "lgbm", space: Any = None, batch_size: int = 16,
+         seed: int | None = None, timeout: float = 10.0, name: str | None = None,
+         progress: Callable[[dict], None] | None = None) -> TuneResult:
+    """Search for the fastest correct schedule of ``func``; see the module docstring."""
+    if not isinstance(func, PrimFunc):
+        raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
+    tgt = target or Target.host()
+    db = _open(database)
+    wl = func.structural_hash()
+    flops = flop_count(func)
+    db.add_workload(wl, name or func.name, func_str(func), flops)
+    fp = tgt.fingerprint()
+    gen = _space(space, tgt)
+    ctx = SearchContext(func, gen.generate(func), gen, db.programs(wl, fp),
+                        random.Random(seed))
+    strat = _strategy(strategy, cost_model)
+    strat.init(ctx)
+    ins = random_inputs(func)
+    expected = evaluate(func, ins)
+    builder = LocalBuilder(tgt)
+    result = TuneResult(func, None, flops, database=db.path, target=tgt)
+    t0 = time.perf_counter()
+    best = db.top_k(wl, fp, 1)
+    best_lat = best[0].latency if best else float("inf")
+    with LocalRunner(timeout=timeout) as runner:
+        while result.trials < trials:
+            batch = strat.generate(min(batch_size, trials - result.trials))
+            if not batch:
+                break  # the space is exhausted
+            built = builder.build([BuildInput(c.sch.func) for c in batch])
+            recs = []
+            for cand, b in zip(batch, built):
+                if b.ok:
+                    assert b.lib_path is not None
+                    r = runner.run([RunInput(b.lib_path, cand.sch.func, wl, ins, expected)])[0]
+                    lat, ek, em = r.latencies, r.error_kind, r.error_msg
+                else:
+                    lat, ek, em = [], b.error_kind, b.error_msg
+                rec = TuningRecord(wl, fp, cand.sch.trace.as_json(), cand.program, lat, ek, em,
+                                   b.build_seconds, str(tgt))
+                db.add(rec)
+                recs.append(rec)
+                result.trials += 1
+                result.errors += 0 if rec.ok else 1
+                best_lat = min(best_lat, rec.latency)
+                result.history.append((result.trials, best_lat))
+                if progress is not None:
+                    progress({"trials": result.trials, "total": trials, "best": best_lat,
+                              "gflops": flops / best_lat / 1e9 if best_lat < float("inf")
+                              else 0.0, "errors": result.errors,
+                              "elapsed": time.perf_counter() - t0, "last": rec})
+            strat.notify(batch, recs)
+    result.seconds = time.perf_counter() - t0
+    top = db.top_k(wl, fp, 1)
+    result.record = top[0] if top else None
+    return result
+
+
+def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
+    wl = func.structural_hash()
+    top = db.top_k(wl, target.fingerprint(), 1)
+    if top:
+        return top[0]
+    others = db.targets(wl)
+    if others:
+        raise DatabaseError(
+            f"{db.path} has records for {func.name} only for other machines ("
+            + "; ".join(d or t for t, d in others.items()) + f"), not for this one ({target}); "
+            "tune it here first")
+    raise DatabaseError(f"{db.path} has no record for {func.name} (workload {wl}); "
+                        "run tt.tune on it first")
+
+
+def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
+            target: Target | None = None) -> Kernel:
+    """The kernel of the best checked record for ``func`` on this machine; no search."""
+    tgt = target or Target.host()
+    db = _open(database)
+    rec = best_record(func, db, tgt)
+    sch = Schedule(func)
+    Trace.from_json(rec.trace).apply(sch)
+    return build(sch, tgt)

@@ -1,0 +1,82 @@
+"""ParallelVectorizeUnroll: the last step of every sketch. For each loop nest at the root,
+fuse its leading spatial loops (up to a sampled multiple of the core count) and run them
+in parallel; vectorize every block's innermost spatial loop that is still serial; ask the
+compiler to unroll innermost reduction loops by a sampled depth.
+
+Example:
+    >>> ParallelVectorizeUnroll(cores=2).apply_all(sch)
+"""
+
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..schedule import Schedule
+from ..schedule.tree import children, iter_blocks
+from ..tir.stmt import For, ForKind
+from .schedule_rule import loop_kinds
+
+
+class ParallelVectorizeUnroll:
+    def __init__(self, cores: int, jobs_per_core: tuple[int, ...] = (1, 4, 16),
+                 unroll_depths: tuple[int, ...] = (0, 4, 16), max_vector: int = 256) -> None:
+        self.cores = cores
+        self.jobs_per_core = jobs_per_core
+        self.unroll_depths = unroll_depths
+        self.max_vector = max_vector
+
+    def apply_all(self, sch: Schedule, decisions: list | None = None) -> Schedule:
+        """Apply to every nest; ``decisions`` fixes the two sampled choices (jobs, unroll)."""
+        dec = list(decisions or [None, None])
+        n = len(self.jobs_per_core)
+        jobs = sch.sample_categorical([self.cores * j for j in self.jobs_per_core],
+                                      [1.0 / n] * n, decision=dec[0])
+        m = len(self.unroll_depths)
+        unroll = sch.sample_categorical(list(self.unroll_depths), [1.0 / m] * m,
+                                        decision=dec[1])
+        max_jobs = sch.get(jobs)
+        for top in children(sch.func.body):
+            blocks = [b.name for b, _ in iter_blocks(top)]
+            if blocks:
+                self._parallel(sch, blocks[0], max_jobs)
+        for name in [b.name for b, _ in iter_blocks(sch.func.body)]:
+            self._vectorize_unroll(sch, name, unroll)
+        return sch
+
+    def _parallel(self, sch: Schedule, name: str, max_jobs: int) -> None:
+        block = sch.get_block(name)
+        kinds = loop_kinds(sch, block)
+        chain = []
+        extent = 1
+        for i, (lp, kind) in enumerate(kinds):
+            node: For = sch.get(lp)
+            if kind != "S" or node.kind != ForKind.SERIAL or extent >= max_jobs:
+                break
+            if i + 1 < len(kinds) and node.body is not sch.get(kinds[i + 1][0]):
+                chain.append(lp)  # not perfectly nested below: this is the last one
+                extent *= node.extent
+                break
+            chain.append(lp)
+            extent *= node.extent
+        if not chain or extent < 2:
+            return
+        try:
+            fused = sch.fuse(*chain) if len(chain) > 1 else chain[0]
+            sch.parallel(fused)
+        except ScheduleError:
+            pass
+
+    def _vectorize_unroll(self, sch: Schedule, name: str, unroll) -> None:
+        block = sch.get_block(name)
+        kinds = loop_kinds(sch, block)
+        if not kinds:
+            return
+        lp, kind = kinds[-1]
+        node: For = sch.get(lp)
+        if kind == "S" and node.kind == ForKind.SERIAL and node.extent <= self.max_vector:
+            try:
+                sch.vectorize(lp)
+            except ScheduleError:
+                pass
+        reds = [lp for lp, k in kinds if k == "R" and sch.get(lp).kind == ForKind.SERIAL]
+        if reds:
+            sch.annotate(reds[-1], "pragma_unroll", unroll)

@@ -1,0 +1,73 @@
+"""Schedule rules: the composable pieces a design space is built from.
+
+A rule looks at one block of a schedule and returns the schedules it derives (several
+when it forks the space, the input unchanged when it does not apply). Rules only call
+``Schedule`` methods, sampling instructions included, so every design space is a trace
+that replays with new decisions.
+
+Example:
+    >>> class Vectorize(ScheduleRule):
+    ...     def apply(self, sch, block):
+    ...         sch.vectorize(sch.get_loops(block)[-1])
+    ...         return [sch]
+"""
+
+from __future__ import annotations
+
+from ..schedule import BlockRV, LoopRV, Schedule
+from ..tir.expr import BufferLoad, Select
+from ..tir.functor import free_vars, iter_exprs, stores_in
+from ..tir.stmt import Block, BufferStore
+
+
+class ScheduleRule:
+    """Base class: ``apply(sch, block) -> list of schedules``."""
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return type(self).__name__
+
+
+def loop_kinds(sch: Schedule, block: BlockRV) -> list[tuple[LoopRV, str]]:
+    """The block's loops with "S" (binds only spatial axes), "R" (only reduction axes) or
+    "X" (both, or none of this block's axes)."""
+    blk: Block = sch.get(block)
+    out = []
+    for lp in sch.get_loops(block):
+        var = sch.get(lp).var
+        kinds = {iv.kind for iv, b in zip(blk.iter_vars, blk.bindings) if var in free_vars(b)}
+        out.append((lp, kinds.pop() if len(kinds) == 1 else "X"))
+    return out
+
+
+def is_reduction(blk: Block) -> bool:
+    return blk.init is not None and blk.is_reduction
+
+
+def has_reuse(blk: Block) -> bool:
+    """A reduction where some input is read without every spatial axis: each element is
+    used many times (matmul, conv), so tiling pays."""
+    if not is_reduction(blk):
+        return False
+    spatial = {iv.var for iv in blk.iter_vars if iv.kind == "S"}
+    own = {s.buffer for s in stores_in(blk.body)}
+    loads = [x for x in iter_exprs(_value(blk)) if isinstance(x, BufferLoad)
+             and x.buffer not in own]
+    if len(loads) < 2:
+        return False
+    return any(not spatial <= set().union(*[free_vars(i) for i in ld.indices])
+               for ld in loads)
+
+
+def is_elementwise(blk: Block) -> bool:
+    """A spatial block with a single store and no select (no padding guard)."""
+    if blk.init is not None or blk.is_reduction or not isinstance(blk.body, BufferStore):
+        return False
+    return not any(isinstance(x, Select) for x in iter_exprs(blk.body.value))
+
+
+def _value(blk: Block):
+    assert isinstance(blk.body, BufferStore)
+    return blk.body.value

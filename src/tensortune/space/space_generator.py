@@ -1,0 +1,99 @@
+"""Space generators: turn a function into design spaces, i.e. traces whose sampling
+instructions are re-drawn to produce new candidates.
+
+``PostOrderApply`` runs schedule rules over the blocks (reductions last-to-first, then
+the other stages last-to-first, so consumers are tiled before producers are placed in
+their loops). ``ScheduleFn`` wraps a user template: a function that calls primitives and
+sampling instructions (AutoTVM's knobs). Post-processors (ParallelVectorizeUnroll) run
+after each candidate is drawn, because what they do depends on the loops the draw made;
+their own decisions are appended to that candidate's trace.
+
+Example:
+    >>> gen = PostOrderApply.default(Target.host())
+    >>> spaces = gen.generate(func)
+    >>> sch = sample(func, spaces[0], seed=3, postprocs=gen.postprocs)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..codegen import Target
+from ..errors import ScheduleError, TraceError
+from ..schedule import Schedule, Trace
+from ..schedule.tree import iter_blocks
+from ..tir.stmt import PrimFunc
+from .add_rfactor import AddRFactor
+from .auto_inline import AutoInline
+from .multi_level_tiling import MultiLevelTiling
+from .parallel_vectorize_unroll import ParallelVectorizeUnroll
+from .random_compute_location import RandomComputeLocation
+from .schedule_rule import ScheduleRule, is_reduction
+
+
+class SpaceGenerator:
+    postprocs: list[ParallelVectorizeUnroll] = []
+
+    def generate(self, func: PrimFunc) -> list[Trace]:
+        raise NotImplementedError
+
+
+class PostOrderApply(SpaceGenerator):
+    def __init__(self, rules: Sequence[ScheduleRule],
+                 postprocs: Sequence[ParallelVectorizeUnroll] = (), seed: int = 0) -> None:
+        self.rules = list(rules)
+        self.postprocs = list(postprocs)
+        self.seed = seed
+
+    @staticmethod
+    def default(target: Target) -> PostOrderApply:
+        return PostOrderApply(
+            [AutoInline(), MultiLevelTiling(), AddRFactor(), RandomComputeLocation()],
+            [ParallelVectorizeUnroll(cores=target.cores)])
+
+    def generate(self, func: PrimFunc) -> list[Trace]:
+        schs = [Schedule(func, seed=self.seed)]
+        blocks = [b for b, _ in iter_blocks(func.body)]
+        order = [b.name for b in reversed(blocks) if is_reduction(b)] + \
+                [b.name for b in reversed(blocks) if not is_reduction(b)]
+        for name in order:
+            for rule in self.rules:
+                nxt: list[Schedule] = []
+                for sch in schs:
+                    if name not in sch.block_names():
+                        nxt.append(sch)
+                        continue
+                    nxt += rule.apply(sch, sch.get_block(name))
+                schs = nxt
+        return [s.trace for s in schs]
+
+
+class ScheduleFn(SpaceGenerator):
+    """A user template: ``fn(sch)`` schedules a fresh Schedule using sampling instructions."""
+
+    def __init__(self, fn: Callable[[Schedule], object],
+                 postprocs: Sequence[ParallelVectorizeUnroll] = ()) -> None:
+        self.fn = fn
+        self.postprocs = list(postprocs)
+
+    def generate(self, func: PrimFunc) -> list[Trace]:
+        sch = Schedule(func, seed=0)
+        self.fn(sch)
+        return [sch.trace]
+
+
+def sample(func: PrimFunc, space: Trace, seed: int,
+           postprocs: Sequence[ParallelVectorizeUnroll] = (),
+           decisions: dict[int, object] | None = None,
+           post_decisions: Sequence[list | None] = ()) -> Schedule | None:
+    """A candidate from a design space: replay with ``decisions`` (by instruction index;
+    the rest re-drawn), then run the post-processors (with ``post_decisions[i]`` for the
+    i-th). None if a drawn decision makes some primitive illegal."""
+    sch = Schedule(func, seed=seed)
+    try:
+        Trace(space.insts, dict(decisions or {})).apply(sch)
+        for i, p in enumerate(postprocs):
+            p.apply_all(sch, post_decisions[i] if i < len(post_decisions) else None)
+    except (ScheduleError, TraceError):
+        return None
+    return sch
