@@ -24,9 +24,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensortune as tt  # noqa: E402
-from benchmarks.peak import bandwidth, fma_peak  # noqa: E402
 from tensortune.examples import SCHEDULES  # noqa: E402
 from tensortune.measure import measure  # noqa: E402
+from tensortune.measure.peak import bandwidth, fma_peak  # noqa: E402
 from tensortune.reference import random_inputs  # noqa: E402
 
 

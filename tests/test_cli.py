@@ -12,3 +12,35 @@ def test_example_runs_and_checks(capsys):
 def test_target(capsys):
     assert main(["target"]) == 0
     assert "fingerprint" in capsys.readouterr().out
+
+
+def test_tune_show_and_db_commands(tmp_path, capsys):
+    db = str(tmp_path / "c.db")
+    assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "4", "--db", db]) == 0
+    assert "tuning summary" in capsys.readouterr().out
+    assert main(["show", "gmm", "--shape", "M=32,N=32,K=16", "--db", db]) == 0
+    assert "sch.sample_perfect_tile(" in capsys.readouterr().out
+    assert main(["db", "list", "--db", db]) == 0
+    assert "gmm" in capsys.readouterr().out
+    assert main(["db", "export", str(tmp_path / "e.jsonl"), "--db", db]) == 0
+
+
+def test_user_file_workload_and_errors(tmp_path, capsys):
+    ops = tmp_path / "my_ops.py"
+    ops.write_text(
+        "from tensortune import te\n"
+        "def matmul_relu(n=16):\n"
+        "    A = te.placeholder((n, n), name='A'); B = te.placeholder((n, n), name='B')\n"
+        "    k = te.reduce_axis(n, name='k')\n"
+        "    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name='C')\n"
+        "    R = te.compute((n, n), lambda i, j: te.relu(C[i, j]), name='R')\n"
+        "    return te.create_func([A, B, R], name='matmul_relu')\n")
+    assert main(["tune", f"{ops}:matmul_relu", "--trials", "3"]) == 0
+    assert main(["tune", f"{ops}:nope", "--trials", "1"]) == 2
+    assert "has no 'nope'; it defines: te, matmul_relu" in capsys.readouterr().err
+    assert main(["tune", "nope", "--trials", "1"]) == 2
+    assert "unknown workload 'nope'" in capsys.readouterr().err
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"garbage" * 500)
+    assert main(["show", "gmm", "--db", str(bad)]) == 2
+    assert "not a usable tensortune database" in capsys.readouterr().err

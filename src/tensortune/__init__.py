@@ -1,6 +1,6 @@
 """tensortune: describe a tensor computation, schedule it, get a fast checked native kernel."""
 
-from . import te, tir, workloads
+from . import search, te, tir, workloads
 from .codegen import Target
 from .errors import (
     BuildError,
@@ -18,6 +18,6 @@ from .search import TuneResult, compile, tune
 __all__ = [
     "ROOT", "BuildError", "IRError", "Kernel", "KernelArgumentError", "Schedule",
     "ScheduleError", "TEError", "Target", "TensorTuneError", "Trace", "TraceError", "build",
-    "TuneResult", "compile", "te", "tir", "tune", "workloads",
+    "TuneResult", "compile", "search", "te", "tir", "tune", "workloads",
 ]
 __version__ = "0.1.0"

@@ -1,21 +1,121 @@
 """The ``tensortune`` command line.
 
-    tensortune example [--size 512] [--show]   schedule, build, check and time a matmul
-    tensortune target                          the detected machine
-
-Example:
-    $ tensortune example --size 256
+    tensortune tune gmm --trials 256 --db tuning.db        tune a suite workload
+    tensortune tune my_ops.py:matmul_relu --trials 128      ... or a func from your file
+    tensortune show gmm --db tuning.db                      best trace, loop nest and C
+    tensortune db list|export|import --db tuning.db [FILE]
+    tensortune example                                      a hand-scheduled matmul
+    tensortune target                                       the detected machine
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-import numpy as np
+
+def _shape(text: str | None) -> dict[str, int]:
+    if not text:
+        return {}
+    out = {}
+    for part in text.split(","):
+        key, _, val = part.partition("=")
+        if not val.strip().isdigit():
+            raise SystemExit(f"--shape: expected name=int pairs like M=64,N=64, got {part!r}")
+        out[key.strip()] = int(val)
+    return out
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.table import Table
+
+    import tensortune as tt
+    from tensortune.measure.peak import fma_peak
+
+    console = Console()
+    func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
+    target = tt.Target.host()
+    peak = fma_peak(target.cores, target, rounds=2)
+    console.print(f"[bold]{func.name}[/] on {target}\nmeasured peak {peak:.0f} GFLOP/s")
+    cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("best {task.fields[gflops]:8.1f} GFLOP/s ({task.fields[pct]:4.1f}% peak)"),
+            TextColumn("errors {task.fields[errors]}"), TimeElapsedColumn(),
+            TimeRemainingColumn()]
+    with Progress(*cols, console=console, transient=False) as bar:
+        task = bar.add_task("tuning", total=args.trials, gflops=0.0, pct=0.0, errors=0)
+
+        def progress(ev: dict[str, Any]) -> None:
+            bar.update(task, completed=ev["trials"], gflops=ev["gflops"],
+                       pct=100 * ev["gflops"] / peak, errors=ev["errors"])
+
+        res = tt.tune(func, trials=args.trials, database=args.db, target=target,
+                      strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
+                      name=args.workload, progress=progress)
+    table = Table(title=f"{func.name}: tuning summary")
+    for col in ("best latency", "GFLOP/s", "% peak", "trials", "errors", "time",
+                "trials/s", "database"):
+        table.add_column(col)
+    lat = res.best_latency
+    table.add_row(f"{lat * 1e3:.4f} ms" if res.record else "-", f"{res.gflops:.1f}",
+                  f"{100 * res.gflops / peak:.1f}", str(res.trials), str(res.errors),
+                  f"{res.seconds:.1f} s", f"{res.trials / max(res.seconds, 1e-9):.2f}",
+                  str(args.db or "(in memory)"))
+    console.print(table)
+    if res.record is None:
+        console.print("[red]no candidate passed the checks[/]")
+        return 1
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    import tensortune as tt
+    from tensortune.codegen import emit_c, lower
+    from tensortune.database import Database
+    from tensortune.search.tune import best_record
+
+    func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
+    db = Database(args.db)
+    target = tt.Target.host()
+    rec = best_record(func, db, target)
+    sch = tt.Schedule(func)
+    tt.Trace.from_json(rec.trace).apply(sch)
+    print(f"# best of {db.count(func.structural_hash(), target.fingerprint())} records: "
+          f"{rec.latency * 1e3:.4f} ms\n")
+    print(sch.trace.as_python(), "\n")
+    print(sch.func, "\n")
+    if args.c:
+        print(emit_c(lower(sch.func), target))
+    return 0
+
+
+def _db(args: argparse.Namespace) -> int:
+    from tensortune.database import Database
+
+    db = Database(args.db)
+    if args.action == "list":
+        print(f"{'workload':<16} {'hash':<18} {'records':>8} {'GFLOP':>10}")
+        for h, name, flops, n in db.workloads():
+            print(f"{name:<16} {h:<18} {n:>8} {flops / 1e9:>10.4f}")
+    elif args.action == "export":
+        print(f"exported {db.export_jsonl(args.file)} records to {args.file}")
+    else:
+        print(f"imported {db.import_jsonl(args.file)} new records from {args.file}")
+    return 0
 
 
 def _example(args: argparse.Namespace) -> int:
+    import numpy as np
+
     import tensortune as tt
     from tensortune.examples import SCHEDULES
     from tensortune.measure import measure
@@ -23,23 +123,18 @@ def _example(args: argparse.Namespace) -> int:
     n = args.size
     func = tt.workloads.get("gmm", M=n, N=n, K=n)
     sch = SCHEDULES["gmm"](tt.Schedule(func))
-    print(f"matmul {n}x{n}x{n} on {tt.Target.host()}\n")
     if args.show:
         print(sch.trace.as_python(), "\n")
         print(sch.func, "\n")
-    base = measure(func, repeat=3, min_repeat_ms=20)
     res = measure(sch, repeat=5, min_repeat_ms=50)
     if not res.ok:
         print(f"scheduled kernel failed: {res.error_kind}: {res.error_msg}", file=sys.stderr)
         return 1
-    flops = 2.0 * n ** 3
     a = np.random.default_rng(0).standard_normal((n, n)).astype("float32")
-    kernel = tt.build(sch)
-    err = float(np.abs(kernel(a, a) - a.astype(np.float64) @ a).max())
-    print(f"unscheduled : {base.median * 1e3:9.3f} ms  {flops / base.median / 1e9:8.1f} GFLOP/s")
-    print(f"scheduled   : {res.median * 1e3:9.3f} ms  {flops / res.median / 1e9:8.1f} GFLOP/s"
-          f"  (checked against float64, max abs error {err:.2e})")
-    print("\nsee `tensortune example --show` for the schedule, its trace and the loop nest")
+    err = float(np.abs(tt.build(sch)(a, a) - a.astype(np.float64) @ a).max())
+    print(f"hand-scheduled matmul {n}^3: {res.median * 1e3:.3f} ms, "
+          f"{2.0 * n ** 3 / res.median / 1e9:.1f} GFLOP/s (checked against float64, max abs "
+          f"error {err:.2e})")
     return 0
 
 
@@ -53,16 +148,40 @@ def _target(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tensortune.errors import TensorTuneError
+
     ap = argparse.ArgumentParser(prog="tensortune", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    ex = sub.add_parser("example", help="schedule, build, check and time a matmul")
+    for name in ("tune", "show"):
+        p = sub.add_parser(name, help=f"{name} a workload: suite name or file.py:func")
+        p.add_argument("workload")
+        p.add_argument("--db", default=None if name == "tune" else "tuning.db")
+        p.add_argument("--shape", help="shape arguments, e.g. M=64,N=64,K=64")
+        p.add_argument("--small", action="store_true", help="the suite's small test shape")
+    tune = sub.choices["tune"]
+    tune.add_argument("--trials", type=int, default=64)
+    tune.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "replay"])
+    tune.add_argument("--cost-model", default="lgbm", choices=["lgbm", "random"])
+    tune.add_argument("--seed", type=int, default=None)
+    tune.set_defaults(fn=_tune)
+    sub.choices["show"].add_argument("--c", action="store_true", help="print the C source")
+    sub.choices["show"].set_defaults(fn=_show)
+    db = sub.add_parser("db", help="list, export or import a tuning database")
+    db.add_argument("action", choices=["list", "export", "import"])
+    db.add_argument("file", nargs="?", default="records.jsonl")
+    db.add_argument("--db", default="tuning.db")
+    db.set_defaults(fn=_db)
+    ex = sub.add_parser("example", help="schedule, build, check and time a matmul by hand")
     ex.add_argument("--size", type=int, default=512)
     ex.add_argument("--show", action="store_true", help="print the trace and loop nest")
     ex.set_defaults(fn=_example)
-    tg = sub.add_parser("target", help="show the detected machine")
-    tg.set_defaults(fn=_target)
+    sub.add_parser("target", help="show the detected machine").set_defaults(fn=_target)
     args = ap.parse_args(argv)
-    return int(args.fn(args))
+    try:
+        return int(args.fn(args))
+    except TensorTuneError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

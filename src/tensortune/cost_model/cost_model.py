@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ class LGBMModel(CostModel):
     def __init__(self, num_rounds: int = 80, min_rows: int = 16) -> None:
         self.num_rounds = num_rounds
         self.min_rows = min_rows
-        self.booster = None
+        self.booster: Any = None
         self.base: LGBMModel | None = None  # a model trained on other workloads
 
     @property

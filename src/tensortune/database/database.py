@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import TensorTuneError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS workloads (
@@ -32,7 +32,7 @@ CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     workload TEXT NOT NULL, target TEXT NOT NULL, program TEXT NOT NULL,
     trace TEXT NOT NULL, latencies TEXT, latency REAL, error_kind TEXT, error_msg TEXT,
-    build_seconds REAL, target_desc TEXT, created REAL,
+    build_seconds REAL, target_desc TEXT, created REAL, features TEXT,
     UNIQUE (workload, target, program));
 CREATE INDEX IF NOT EXISTS records_best ON records (workload, target, latency);
 """
@@ -54,6 +54,7 @@ class TuningRecord:
     build_seconds: float = 0.0
     target_desc: str = ""
     created: float = field(default_factory=time.time)
+    features: list[float] = field(default_factory=list)   # cost-model features (transfer)
 
     @property
     def ok(self) -> bool:
@@ -103,20 +104,22 @@ class Database:
         """Store one record (its own transaction). False if the program was already there."""
         cur = self.conn.execute(
             "INSERT OR IGNORE INTO records (workload, target, program, trace, latencies, "
-            "latency, error_kind, error_msg, build_seconds, target_desc, created) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "latency, error_kind, error_msg, build_seconds, target_desc, created, features) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rec.workload, rec.target, rec.program, rec.trace, json.dumps(rec.latencies),
              rec.latency if rec.ok else None, rec.error_kind, rec.error_msg,
-             rec.build_seconds, rec.target_desc, rec.created))
+             rec.build_seconds, rec.target_desc, rec.created, json.dumps(rec.features)))
         return cur.rowcount == 1
 
     # ------------------------------------------------------------------ reads
     def _records(self, where: str, args: tuple, tail: str = "") -> list[TuningRecord]:
         rows = self.conn.execute(
             "SELECT workload, target, trace, program, latencies, error_kind, error_msg, "
-            f"build_seconds, target_desc, created FROM records WHERE {where} {tail}", args)
-        return [TuningRecord(w, t, tr, p, json.loads(lat or "[]"), ek, em, bs, td, cr)
-                for w, t, tr, p, lat, ek, em, bs, td, cr in rows]
+            f"build_seconds, target_desc, created, features FROM records WHERE {where} {tail}",
+            args)
+        return [TuningRecord(w, t, tr, p, json.loads(lat or "[]"), ek, em, bs, td, cr,
+                             json.loads(ft or "[]"))
+                for w, t, tr, p, lat, ek, em, bs, td, cr, ft in rows]
 
     def top_k(self, workload: str, target: str, k: int) -> list[TuningRecord]:
         """The k fastest correct records, fastest first."""

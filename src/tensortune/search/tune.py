@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..codegen import Target
+from ..cost_model import LGBMModel, extract
 from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
@@ -117,6 +120,9 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
                         random.Random(seed))
     strat = _strategy(strategy, cost_model)
     strat.init(ctx)
+    model = getattr(strat, "model", None)
+    if isinstance(model, LGBMModel):
+        model.base = transfer_model(db, wl, fp)
     ins = random_inputs(func)
     expected = evaluate(func, ins)
     builder = LocalBuilder(tgt)
@@ -139,7 +145,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
                 else:
                     lat, ek, em = [], b.error_kind, b.error_msg
                 rec = TuningRecord(wl, fp, cand.sch.trace.as_json(), cand.program, lat, ek, em,
-                                   b.build_seconds, str(tgt))
+                                   b.build_seconds, str(tgt),
+                                   features=[float(v) for v in extract(cand.sch.func)])
                 db.add(rec)
                 recs.append(rec)
                 result.trials += 1
@@ -158,6 +165,27 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     return result
 
 
+def transfer_model(db: Database, workload: str, target: str) -> LGBMModel | None:
+    """A model trained on the other workloads' records for this machine: each workload's
+    throughputs are normalised by its own best, so they share one scale."""
+    xs, ys = [], []
+    for h, _, _, _ in db.workloads():
+        if h == workload:
+            continue
+        recs = [r for r in db.records(h, target) if r.features]
+        lats = np.array([r.latency for r in recs])
+        if not len(recs) or not np.isfinite(lats).any():
+            continue
+        best = lats[np.isfinite(lats)].min()
+        xs += [r.features for r in recs]
+        ys += [best / lat if np.isfinite(lat) else 0.0 for lat in lats]
+    if len(xs) < 32:
+        return None
+    base = LGBMModel()
+    base.update(np.asarray(xs), np.asarray(ys))
+    return base
+
+
 def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
     wl = func.structural_hash()
     top = db.top_k(wl, target.fingerprint(), 1)
@@ -169,7 +197,10 @@ def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
             f"{db.path} has records for {func.name} only for other machines ("
             + "; ".join(d or t for t, d in others.items()) + f"), not for this one ({target}); "
             "tune it here first")
-    raise DatabaseError(f"{db.path} has no record for {func.name} (workload {wl}); "
+    same_name = [h for h, name, _, n in db.workloads() if name == func.name and n]
+    hint = (f"; it has {func.name} with another shape or definition (workloads "
+            f"{', '.join(same_name)})") if same_name else ""
+    raise DatabaseError(f"{db.path} has no record for {func.name} (workload {wl}){hint}; "
                         "run tt.tune on it first")
 
 

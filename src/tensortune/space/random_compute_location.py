@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from ..schedule import BlockRV, Schedule
 from ..schedule.tree import writes
-from .schedule_rule import ScheduleRule, is_reduction
+from .schedule_rule import ScheduleRule
 
 
 class RandomComputeLocation(ScheduleRule):
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         blk = sch.get(block)
-        if is_reduction(blk) or not all(b in sch.func.alloc_buffers for b in writes(blk)):
+        # Reductions (tiled or not) stay where their own rules put them.
+        if blk.is_reduction or not all(b in sch.func.alloc_buffers for b in writes(blk)):
             return [sch]
         loc = sch.sample_compute_location(block)
         sch.compute_at(block, loc)

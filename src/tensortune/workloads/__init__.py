@@ -66,10 +66,37 @@ def get(name: str, small: bool = False, **shape: Any) -> PrimFunc:
         raise TensorTuneError(f"workload {name!r}: bad shape arguments {shape}: {e}") from e
 
 
+def resolve(spec: str, small: bool = False, **shape: Any) -> PrimFunc:
+    """A suite workload by name, or ``path/to/file.py:name`` where ``name`` is a PrimFunc
+    or a function returning one (called with ``**shape``)."""
+    if ":" not in spec:
+        return get(spec, small=small, **shape)
+    import importlib.util
+    from pathlib import Path
+
+    path, attr = spec.rsplit(":", 1)
+    if not Path(path).is_file():
+        raise TensorTuneError(f"{spec}: no such file {path!r}")
+    mod_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    assert mod_spec is not None and mod_spec.loader is not None
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    if not hasattr(module, attr):
+        names = [n for n in vars(module) if not n.startswith("_")]
+        raise TensorTuneError(f"{path} has no {attr!r}; it defines: {', '.join(names)}")
+    obj = getattr(module, attr)
+    func = obj(**shape) if callable(obj) and not isinstance(obj, PrimFunc) else obj
+    if not isinstance(func, PrimFunc):
+        raise TensorTuneError(f"{spec} gave {type(func).__name__}, not a function from "
+                              "te.create_func")
+    return func
+
+
 def flops(name: str) -> float:
     """FLOPs of the suite's shape (a multiply-add counts 2), as in workloads.md."""
     return _entry(name)[1]
 
 
 __all__ = ["bmm", "conv1d", "conv2d", "conv2d_transpose", "conv3d", "conv_layer", "dense",
-           "depthwise", "flops", "get", "gmm", "layernorm", "names", "nrm", "softmax", "tbg"]
+           "depthwise", "flops", "get", "gmm", "layernorm", "names", "nrm", "resolve",
+           "softmax", "tbg"]

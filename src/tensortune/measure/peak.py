@@ -5,7 +5,7 @@ two pipes), in native-width GCC vector types, on 1 thread and on all cores.
 Bandwidth: a triad a[i] = b[i] + s * c[i] over arrays far larger than the caches, counting
 3 x 4 bytes per element (plus write-allocate not counted, as STREAM does).
 
-Run: python benchmarks/peak.py
+Run: python -m tensortune.measure.peak
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import time
 
-from tensortune.codegen import Target, compile_source
+from ..codegen import Target, compile_source
 
 SRC = r"""
 #include <stdlib.h>
@@ -61,13 +61,14 @@ def _lib(target: Target) -> ctypes.CDLL:
     return lib
 
 
-def fma_peak(threads: int, target: Target | None = None, seconds: float = 0.5) -> float:
-    """Best-of-5 float32 GFLOP/s with ``threads`` threads."""
+def fma_peak(threads: int, target: Target | None = None, seconds: float = 0.5,
+             rounds: int = 5) -> float:
+    """Best-of-``rounds`` float32 GFLOP/s with ``threads`` threads."""
     t = target or Target.host()
     lib = _lib(t)
-    iters = 10_000_000
+    iters = 10_000_000 if rounds >= 5 else 2_000_000
     best = 0.0
-    for _ in range(5):
+    for _ in range(rounds):
         t0 = time.perf_counter()
         lib.fma_flops(iters, threads)
         dt = time.perf_counter() - t0

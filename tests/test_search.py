@@ -1,0 +1,76 @@
+"""Search: mutators keep programs legal, an end-to-end tune returns a correct kernel,
+user templates, and bad inputs."""
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tensortune as tt
+from tensortune.reference import check_close, evaluate, random_inputs
+from tensortune.search import EvolutionarySearch, SearchContext
+from tensortune.search.mutator import mutate
+from tensortune.space import PostOrderApply
+
+FUNCS = {"gmm": tt.workloads.get("gmm", M=24, N=40, K=12),
+         "c2d": tt.workloads.get("c2d", small=True)}
+GEN = PostOrderApply.default(tt.Target.host())
+SPACES = {n: GEN.generate(f) for n, f in FUNCS.items()}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(list(FUNCS)), seed=st.integers(0, 10_000),
+       steps=st.integers(1, 6))
+def test_mutants_are_legal_and_correct(name, seed, steps):
+    f = FUNCS[name]
+    ctx = SearchContext(f, SPACES[name], GEN, rng=random.Random(seed))
+    cand = None
+    while cand is None:
+        cand = ctx.draw(ctx.rng.randrange(len(SPACES[name])))
+    for _ in range(steps):
+        m = mutate(cand, SPACES[name][cand.space], ctx.rng)
+        if m is None:
+            break
+        child = ctx.draw(cand.space, m[0], m[1])
+        if child is not None:
+            cand = child
+    ins = random_inputs(f)
+    check_close(tt.build(cand.sch)(*ins), evaluate(f, ins)[0])
+
+
+def test_end_to_end_tune_small_gmm(tmp_path):
+    f = FUNCS["gmm"]
+    seen = []
+    res = tt.tune(f, trials=10, database=tmp_path / "t.db", seed=0,
+                  strategy=EvolutionarySearch(population=16), progress=seen.append)
+    assert res.trials == 10 and len(seen) == 10 and res.record is not None
+    assert res.best_latency > 0 and res.gflops > 0
+    ins = random_inputs(f)
+    check_close(res.kernel(*ins), evaluate(f, ins)[0])
+    again = tt.compile(f, database=tmp_path / "t.db")
+    check_close(again(*ins), evaluate(f, ins)[0])
+    assert "sch.sample_perfect_tile(" in res.trace.as_python()
+
+
+def test_template_space_and_random_model(tmp_path):
+    def template(sch: tt.Schedule) -> None:
+        c = sch.get_block("C")
+        i, j, k = sch.get_loops(c)
+        ti = sch.sample_perfect_tile(i, n=2, max_innermost_factor=8)
+        _, i1 = sch.split(i, ti)
+        sch.vectorize(j)
+
+    f = FUNCS["gmm"]
+    res = tt.tune(f, trials=4, space=template, cost_model="random", seed=2)
+    assert res.record is not None and res.trials <= 4
+    assert "vectorized(40)" in str(res.schedule().func)
+
+
+def test_bad_inputs():
+    with pytest.raises(tt.TensorTuneError, match="unknown strategy 'nope'"):
+        tt.tune(FUNCS["gmm"], trials=1, strategy="nope")
+    with pytest.raises(tt.TensorTuneError, match="unknown cost model 'nope'"):
+        tt.tune(FUNCS["gmm"], trials=1, cost_model="nope")
+    with pytest.raises(tt.TensorTuneError, match="tune takes a PrimFunc"):
+        tt.tune("gmm", trials=1)

@@ -1,0 +1,76 @@
+"""Design-space rules on small workloads: the sketches they produce."""
+
+import tensortune as tt
+from tensortune import te
+from tensortune.space import (
+    AddRFactor,
+    AutoInline,
+    MultiLevelTiling,
+    PostOrderApply,
+    RandomComputeLocation,
+    sample,
+)
+
+TARGET = tt.Target.host()
+
+
+def _kinds(trace):
+    return [i.kind for i in trace.insts]
+
+
+def test_multi_level_tiling_sketch_of_gmm():
+    f = tt.workloads.get("gmm", small=True)
+    gen = PostOrderApply([MultiLevelTiling()])
+    (space,) = gen.generate(f)
+    kinds = _kinds(space)
+    assert kinds.count("sample_perfect_tile") == 3  # i and j in 4 tiles, k in 2
+    assert {"cache_write", "reverse_compute_at", "decompose_reduction"} <= set(kinds)
+    sch = sample(f, space, seed=4)
+    text = str(sch.func)
+    for piece in ("C_local", 'block("C_init"', "vectorized(", "unroll("):
+        assert piece in text
+    # S S R S R S: the k loops sit between the spatial tile levels.
+    loops = [ln.strip().split()[1] for ln in text.splitlines() if ln.strip().startswith("for ")
+             and "C_local" not in ln]
+    assert loops.index("k_0") > loops.index("j_1") and loops.index("k_1") > loops.index("j_2")
+
+
+def test_epilogue_is_fused_into_the_tile():
+    f = tt.workloads.get("dense", small=True)
+    (space,) = PostOrderApply([MultiLevelTiling()]).generate(f)
+    assert "reverse_compute_inline" in _kinds(space)
+    sch = sample(f, space, seed=1)
+    assert "Y[" in str(sch.func) and 'block("Y"' not in str(sch.func)
+
+
+def test_add_rfactor_forks_the_space():
+    f = tt.workloads.get("nrm", b=2, M=8, N=64)
+    spaces = PostOrderApply([AddRFactor()]).generate(f)
+    assert len(spaces) == 2 and "rfactor" in _kinds(spaces[1])
+    assert "sumsq_rf" in str(sample(f, spaces[1], seed=0).func)
+
+
+def test_auto_inline_and_random_compute_location():
+    A = te.placeholder((8, 8), name="A")
+    B = te.compute((8, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    C = te.compute((8, 8), lambda i, j: B[i, j] + 1.0, name="C")
+    f = te.create_func([A, C])
+    (space,) = PostOrderApply([AutoInline()]).generate(f)
+    assert 'block("B"' not in str(sample(f, space, 0).func)
+    conv = tt.workloads.get("c2d", small=True)
+    (space,) = PostOrderApply([RandomComputeLocation()]).generate(conv)
+    places = set()
+    for seed in range(12):
+        text = str(sample(conv, space, seed).func)
+        places.add(text.index('block("pad"') > text.index("for k in"))
+    assert places == {True, False}  # sometimes at the root, sometimes inside conv's loops
+
+
+def test_default_space_covers_every_suite_workload():
+    gen = PostOrderApply.default(TARGET)
+    for name in tt.workloads.names():
+        f = tt.workloads.get(name, small=True)
+        spaces = gen.generate(f)
+        assert spaces, name
+        assert any(sample(f, s, seed, gen.postprocs) is not None for s in spaces
+                   for seed in range(3)), name
