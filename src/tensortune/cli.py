@@ -45,7 +45,7 @@ def _tune(args: argparse.Namespace) -> int:
     console = Console()
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
     target = tt.Target.host()
-    peak = fma_peak(target.cores, target, rounds=2)
+    peak = fma_peak(target.cores, target, rounds=3)
     console.print(f"[bold]{func.name}[/] on {target}\nmeasured peak {peak:.0f} GFLOP/s")
     cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("best {task.fields[gflops]:8.1f} GFLOP/s ({task.fields[pct]:4.1f}% peak)"),

@@ -37,7 +37,8 @@ from ..tir.stmt import (
     seq,
 )
 
-MAX_UNROLL = 512  # statements an expansion may produce; bigger ones keep a pragma
+MAX_UNROLL = 512  # weighted statements an expansion may produce; bigger ones stay loops
+LOOP_WEIGHT = 8  # a loop left inside an expansion costs gcc far more than a statement
 
 
 def flatten_blocks(s: Stmt) -> Stmt:
@@ -205,10 +206,11 @@ def simplify_stmt(s: Stmt, ranges: Ranges | None = None) -> Stmt | None:
 
 
 def _size(s: Stmt) -> int:
-    """Statements after expanding every unrolled loop (what explicit unrolling costs)."""
+    """Statements after expanding every unrolled loop, loops weighted (what explicit
+    unrolling costs in compile time: 512 copies of a small loop once took gcc 27 s)."""
     if isinstance(s, For):
         inner = _size(s.body)
-        return inner * s.extent if s.kind == ForKind.UNROLLED else inner
+        return inner * s.extent if s.kind == ForKind.UNROLLED else inner + LOOP_WEIGHT
     if isinstance(s, Seq):
         return sum(_size(x) for x in s.stmts)
     if isinstance(s, IfThenElse):

@@ -66,7 +66,7 @@ def fma_peak(threads: int, target: Target | None = None, seconds: float = 0.5,
     """Best-of-``rounds`` float32 GFLOP/s with ``threads`` threads."""
     t = target or Target.host()
     lib = _lib(t)
-    iters = 10_000_000 if rounds >= 5 else 2_000_000
+    iters = 10_000_000
     best = 0.0
     for _ in range(rounds):
         t0 = time.perf_counter()

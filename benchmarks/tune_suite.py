@@ -1,0 +1,189 @@
+"""Tune every suite workload and compare with NumPy, PyTorch CPU and the machine's peak,
+all measured in one run; plus tuning curves of EvolutionarySearch (cost model) against
+ReplayTrace.
+
+Run: python benchmarks/tune_suite.py [--trials 256] [--checkpoints 64,256]
+         [--workloads gmm,c2d] [--curves gmm,c2d] [--db suite.db] [--out benchmarks/out]
+
+Each workload is tuned once up to the largest budget; "best at N trials" is read from the
+same run's history. GFLOP/s use the FLOPs of ../shared/workloads.md. TVM MetaSchedule is
+compared when `apache-tvm` is installed (not wired in yet: see RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tensortune as tt  # noqa: E402
+from tensortune.measure.peak import fma_peak  # noqa: E402
+from tensortune.reference import random_inputs  # noqa: E402
+
+
+def median_time(fn: Callable[[], object], min_time: float = 0.3, repeat: int = 7) -> float:
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    number = max(1, int(min_time / max(time.perf_counter() - t0, 1e-6) / repeat))
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times)
+
+
+def numpy_fn(name: str, x: list[np.ndarray]) -> Callable[[], object] | None:
+    table: dict[str, Callable[[], object]] = {
+        "gmm": lambda: x[0] @ x[1],
+        "dense": lambda: np.maximum(x[0] @ x[1].T + x[2], 0),
+        "bmm": lambda: np.matmul(x[0], x[1]),
+        "tbg": lambda: np.einsum("ihd,jhd->hij", x[0], x[1], optimize=True),
+        "nrm": lambda: np.sqrt((x[0] * x[0]).sum(axis=(1, 2))),
+        "smx": lambda: (lambda e: e / e.sum(1, keepdims=True))(
+            np.exp(x[0] - x[0].max(1, keepdims=True))),
+        "lnm": lambda: (x[0] - x[0].mean(1, keepdims=True)) / np.sqrt(
+            x[0].var(1, keepdims=True) + 1e-5) * x[1] + x[2],
+    }
+    return table.get(name)
+
+
+def torch_fn(name: str, x: list[np.ndarray]) -> Callable[[], object] | None:
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    t = [torch.from_numpy(a) for a in x]
+    table: dict[str, Callable[[], object]] = {
+        "gmm": lambda: t[0] @ t[1],
+        "dense": lambda: F.relu(F.linear(t[0], t[1], t[2])),
+        "c2d": lambda: F.relu(F.conv2d(t[0], t[1], padding=1)),
+        "bmm": lambda: torch.bmm(t[0], t[1]),
+        "c1d": lambda: F.conv1d(t[0], t[1], padding=1),
+        "c3d": lambda: F.conv3d(t[0], t[1], padding=1),
+        "grp": lambda: F.conv2d(t[0], t[1], padding=1, groups=4),
+        "dil": lambda: F.conv2d(t[0], t[1], padding=2, dilation=2),
+        "dep": lambda: F.conv2d(t[0], t[1], padding=1, groups=t[0].shape[1]),
+        "t2d": lambda: F.conv_transpose2d(t[0], t[1], stride=2, padding=1),
+        "nrm": lambda: torch.linalg.vector_norm(t[0], dim=(1, 2)),
+        "smx": lambda: torch.softmax(t[0], dim=1),
+        "lnm": lambda: F.layer_norm(t[0], (t[0].shape[1],), t[1], t[2], eps=1e-5),
+        "convlayer": lambda: F.relu(F.conv2d(t[0], t[1], padding=1)
+                                    * t[2].view(1, -1, 1, 1) + t[3].view(1, -1, 1, 1)),
+        "tbg": lambda: torch.einsum("ihd,jhd->hij", t[0], t[1]),
+    }
+    return table.get(name)
+
+
+def best_at(history: list[tuple[int, float]], n: int) -> float:
+    lats = [lat for trial, lat in history if trial <= n]
+    return min(lats) if lats else float("inf")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=256)
+    ap.add_argument("--checkpoints", default="64,256")
+    ap.add_argument("--workloads", default=",".join(tt.workloads.names()))
+    ap.add_argument("--curves", default="gmm,c2d", help="workloads for the curve comparison")
+    ap.add_argument("--db", default=None, help="database (default: a fresh one per run)")
+    ap.add_argument("--out", default="benchmarks/out")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    target = tt.Target.host()
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    db_path = args.db or str(out / f"suite-{stamp}.db")
+    try:
+        import torch
+
+        torch.set_num_threads(target.cores)
+        tinfo = f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads"
+    except ImportError:
+        tinfo = "PyTorch not installed"
+    peak = fma_peak(target.cores, target)
+    checkpoints = [int(c) for c in args.checkpoints.split(",")]
+    print(f"{datetime.date.today()} | {target}\npeak {peak:.0f} GFLOP/s | NumPy "
+          f"{np.__version__} | {tinfo} | trials {args.trials} | db {db_path}", flush=True)
+    head = ["workload"] + [f"GFLOP/s @{c}" for c in checkpoints] + [
+        "% peak", "tune s", "trials/s", "errors", "NumPy GFLOP/s", "PyTorch GFLOP/s",
+        "vs PyTorch"]
+    print("| " + " | ".join(head) + " |\n|" + "---|" * len(head), flush=True)
+    rows = []
+    for name in args.workloads.split(","):
+        func = tt.workloads.get(name)
+        flops = tt.workloads.flops(name)
+        res = tt.tune(func, trials=args.trials, database=db_path, name=name, seed=0)
+        g = [flops / best_at(res.history, c) / 1e9 for c in checkpoints]
+        x = random_inputs(func)
+        npf, thf = numpy_fn(name, x), torch_fn(name, x)
+        npg = flops / median_time(npf) / 1e9 if npf else None
+        thg = flops / median_time(thf) / 1e9 if thf else None
+        row = [name.upper()] + [f"{v:.1f}" for v in g] + [
+            f"{100 * g[-1] / peak:.1f}", f"{res.seconds:.0f}",
+            f"{res.trials / res.seconds:.2f}", str(res.errors),
+            f"{npg:.1f}" if npg else "-", f"{thg:.1f}" if thg else "-",
+            f"{g[-1] / thg:.2f}x" if thg else "-"]
+        rows.append(row)
+        print("| " + " | ".join(row) + " |", flush=True)
+    with open(out / f"suite-{stamp}.csv", "w", newline="") as f:
+        csv.writer(f).writerows([head] + rows)
+    curves(args, out, stamp, target)
+
+
+def curves(args: argparse.Namespace, out: Path, stamp: str, target: tt.Target) -> None:
+    """Best GFLOP/s against trials: evolutionary with the cost model vs random replay."""
+    series = {}
+    for name in [n for n in args.curves.split(",") if n]:
+        func = tt.workloads.get(name)
+        flops = tt.workloads.flops(name)
+        for strategy in ("evolutionary", "replay"):
+            res = tt.tune(func, trials=args.trials, strategy=strategy, seed=1, target=target)
+            series[(name, strategy)] = [(t, flops / lat / 1e9) for t, lat in res.history]
+            print(f"curve {name} {strategy}: " + ", ".join(
+                f"@{c}: {flops / best_at(res.history, c) / 1e9:.1f}"
+                for c in (16, 32, 64, 128, 256) if c <= args.trials), flush=True)
+    with open(out / f"curves-{stamp}.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["workload", "strategy", "trial", "best GFLOP/s"])
+        for (name, strategy), pts in series.items():
+            w.writerows([name, strategy, t, f"{g:.2f}"] for t, g in pts)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: curves saved as CSV only")
+        return
+    names = sorted({n for n, _ in series})
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.5), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for strategy in ("evolutionary", "replay"):
+            pts = series[(name, strategy)]
+            ax.plot([t for t, _ in pts], [g for _, g in pts],
+                    label="evolutionary + cost model" if strategy == "evolutionary"
+                    else "random replay")
+        ax.set_title(name.upper())
+        ax.set_xlabel("trials")
+        ax.set_ylabel("best GFLOP/s")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "tuning_curve.png", dpi=120)
+    print(f"saved {out / 'tuning_curve.png'}")
+
+
+if __name__ == "__main__":
+    main()
