@@ -13,10 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,51 +21,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensortune as tt  # noqa: E402
+from benchmarks.baselines import median_time, numpy_fn, torch_fn  # noqa: E402
 from tensortune.examples import SCHEDULES  # noqa: E402
 from tensortune.measure import measure  # noqa: E402
 from tensortune.measure.peak import bandwidth, fma_peak  # noqa: E402
 from tensortune.reference import random_inputs  # noqa: E402
-
-
-def median_time(fn: Callable[[], object], min_time: float = 0.3, repeat: int = 7) -> float:
-    fn()  # warm-up: thread pools, page faults
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-6)
-    number = max(1, int(min_time / once / repeat))
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return statistics.median(times)
-
-
-def numpy_baseline(name: str, ins: list[np.ndarray]) -> Callable[[], object] | None:
-    if name == "gmm":
-        a, b = ins
-        return lambda: a @ b
-    if name == "dense":
-        x, w, bias = ins
-        return lambda: np.maximum(x @ w.T + bias, 0)
-    return None  # NumPy has no convolution; im2col would measure our own code
-
-
-def torch_baseline(name: str, ins: list[np.ndarray]) -> Callable[[], object] | None:
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        return None
-    t = [torch.from_numpy(x) for x in ins]
-    if name == "gmm":
-        return lambda: torch.matmul(t[0], t[1])
-    if name == "dense":
-        return lambda: F.relu(F.linear(t[0], t[1], t[2]))
-    if name == "c2d":
-        return lambda: F.relu(F.conv2d(t[0], t[1], padding=1))
-    return None
 
 
 def main() -> None:
@@ -99,7 +56,7 @@ def main() -> None:
             continue
         ours = flops / res.median / 1e9
         ins = random_inputs(func)
-        np_fn, th_fn = numpy_baseline(name, ins), torch_baseline(name, ins)
+        np_fn, th_fn = numpy_fn(name, ins), torch_fn(name, ins)
         npg = flops / median_time(np_fn) / 1e9 if np_fn else None
         thg = flops / median_time(th_fn) / 1e9 if th_fn else None
         rows.append((name, res.median * 1e3, ours, 100 * ours / peak, npg, thg))

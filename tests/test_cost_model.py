@@ -26,3 +26,26 @@ def test_lgbm_learns_a_ranking_and_round_trips(tmp_path):
     m.save(tmp_path / "m.pkl")
     assert np.allclose(LGBMModel.load(tmp_path / "m.pkl").predict(x[150:]), pred)
     assert RandomModel().predict(x[:5]).shape == (5,)
+
+
+def test_transfer_model_from_other_workloads(tmp_path):
+    from tensortune.database import Database, TuningRecord
+    from tensortune.search.tune import transfer_model
+
+    db = Database(tmp_path / "t.db")
+    rng = np.random.default_rng(1)
+    for w in ("other1", "other2"):
+        db.add_workload(w, w, "", 1e6)
+        for i in range(40):
+            x = rng.random(FEATURES)
+            lat = 1e-3 / (0.1 + x[5])  # faster when feature 5 is large
+            db.add(TuningRecord(w, "t", "{}", f"{w}-{i}", [lat], features=list(x)))
+    assert transfer_model(db, "mine", "other-target") is None   # nothing for that machine
+    base = transfer_model(db, "mine", "t")
+    assert base is not None and base.trained
+    probe = rng.random((50, FEATURES))
+    pred = base.predict(probe)
+    assert np.corrcoef(pred, probe[:, 5])[0, 1] > 0.7
+    own = LGBMModel()
+    own.base = base
+    assert own.trained and own.predict(probe).shape == (50,)

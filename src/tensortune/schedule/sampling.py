@@ -16,7 +16,8 @@ from typing import Any
 from ..errors import check
 
 
-def _prime_factors(n: int) -> list[int]:
+def prime_factors(n: int) -> list[int]:
+    """Prime factors with multiplicity, ascending."""
     out, p = [], 2
     while p * p <= n:
         while n % p == 0:
@@ -33,7 +34,7 @@ def sample_perfect_tile(rng: random.Random, extent: int, n: int,
     """n factors whose product is ``extent``, the innermost at most ``max_innermost``."""
     for _ in range(100):
         tiles = [1] * n
-        for p in _prime_factors(extent):
+        for p in prime_factors(extent):
             tiles[rng.randrange(n)] *= p
         if tiles[-1] <= max_innermost:
             return tiles

@@ -40,8 +40,8 @@ class EvolutionarySearch(SearchStrategy):
     def _score(self, cands: list[Candidate]) -> np.ndarray:
         if not cands:
             return np.zeros(0)
-        if not self.model.trained:
-            return self.ctx.rng.random() + np.array([self.ctx.rng.random() for _ in cands])
+        if not self.model.trained:  # nothing learned yet: a random order
+            return np.array([self.ctx.rng.random() for _ in cands])
         return self.model.predict(np.stack([extract(c.sch.func) for c in cands]))
 
     def _draw(self) -> Candidate | None:

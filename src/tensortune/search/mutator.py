@@ -16,7 +16,7 @@ import random
 from typing import Any
 
 from ..schedule import Trace
-from ..space.sampling_util import prime_factors
+from ..schedule.sampling import prime_factors
 from .search_strategy import Candidate
 
 
