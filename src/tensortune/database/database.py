@@ -143,7 +143,9 @@ class Database:
         return {r[0] for r in rows}
 
     def count(self, workload: str | None = None, target: str | None = None) -> int:
-        return len(self.records(workload, target))
+        q = "SELECT COUNT(*) FROM records WHERE (? IS NULL OR workload=?) AND " \
+            "(? IS NULL OR target=?)"
+        return int(self.conn.execute(q, (workload, workload, target, target)).fetchone()[0])
 
     def targets(self, workload: str) -> dict[str, str]:
         rows = self.conn.execute("SELECT DISTINCT target, target_desc FROM records WHERE "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost_model import CostModel, extract, make
+from ..cost_model import CostModel, make
 from ..database import TuningRecord
 from .mutator import mutate
 from .search_strategy import Candidate, SearchContext, SearchStrategy
@@ -42,7 +42,7 @@ class EvolutionarySearch(SearchStrategy):
             return np.zeros(0)
         if not self.model.trained:  # nothing learned yet: a random order
             return np.array([self.ctx.rng.random() for _ in cands])
-        return self.model.predict(np.stack([extract(c.sch.func) for c in cands]))
+        return self.model.predict(np.stack([c.features() for c in cands]))
 
     def _draw(self) -> Candidate | None:
         return self.ctx.draw(self.ctx.rng.randrange(len(self.ctx.spaces)))
@@ -95,7 +95,7 @@ class EvolutionarySearch(SearchStrategy):
 
     def notify(self, batch: list[Candidate], records: list[TuningRecord]) -> None:
         for c, r in zip(batch, records):
-            self.x.append(extract(c.sch.func))
+            self.x.append(c.features())
             self.lat.append(r.latency)
             self.measured.append((c, r.latency))
         lat = np.asarray(self.lat)

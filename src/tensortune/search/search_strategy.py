@@ -31,9 +31,19 @@ class Candidate:
     post: list[Any] = field(default_factory=list)   # the post-processor's decisions
     program: str = ""               # structural hash of the scheduled program
 
+    _features: Any = None
+
     def __post_init__(self) -> None:
         if not self.program:
             self.program = self.sch.func.structural_hash()
+
+    def features(self) -> Any:
+        """Cost-model features, computed once (scored every generation, then stored)."""
+        if self._features is None:
+            from ..cost_model import extract
+
+            self._features = extract(self.sch.func)
+        return self._features
 
 
 @dataclass

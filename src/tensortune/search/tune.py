@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..codegen import Target
-from ..cost_model import LGBMModel, extract
+from ..cost_model import LGBMModel
 from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
@@ -146,7 +146,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
                     lat, ek, em = [], b.error_kind, b.error_msg
                 rec = TuningRecord(wl, fp, cand.sch.trace.as_json(), cand.program, lat, ek, em,
                                    b.build_seconds, str(tgt),
-                                   features=[float(v) for v in extract(cand.sch.func)])
+                                   features=[float(v) for v in cand.features()])
                 db.add(rec)
                 recs.append(rec)
                 result.trials += 1
