@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import BlockRV, Schedule
+from ..schedule.tree import writes
 from .schedule_rule import ScheduleRule, has_reuse, is_reduction, loop_kinds
 
 
@@ -31,7 +32,9 @@ class AddRFactor(ScheduleRule):
             f = forked.sample_perfect_tile(inner, n=2,
                                            max_innermost_factor=self.max_innermost_factor)
             _, ri = forked.split(inner, f)
-            forked.rfactor(ri, 0)
+            # The partial axis goes last: the vectorized loop then stores contiguously.
+            ndim = len(next(iter(writes(blk))).shape)
+            forked.rfactor(ri, ndim)
         except ScheduleError:
             return [sch]
         return [sch, forked]
