@@ -101,6 +101,8 @@ def curves(args: argparse.Namespace, out: Path, stamp: str, target: tt.Target) -
         w.writerow(["workload", "strategy", "trial", "best GFLOP/s"])
         for (name, strategy), pts in series.items():
             w.writerows([name, strategy, t, f"{g:.2f}"] for t, g in pts)
+    if not series:
+        return
     try:
         import matplotlib
 
