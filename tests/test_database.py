@@ -105,3 +105,24 @@ def test_killed_run_keeps_measured_records(tmp_path):
     assert len(db.records()) >= seen
     f = tt.workloads.get("gmm", **SMALL)
     assert tt.compile(f, database=db) is not None
+
+
+_CREATOR = """
+import sys
+from tensortune.database import Database, TuningRecord
+db = Database(sys.argv[1])
+for i in range(10):
+    db.add(TuningRecord("w", "t", "{}", f"p{sys.argv[2]}-{i}", [1e-3]))
+"""
+
+
+def test_processes_creating_one_database_at_once(tmp_path):
+    """The switch to WAL on a new file races; every process must still get in."""
+    for round_ in range(5):
+        path = str(tmp_path / f"race{round_}.db")
+        procs = [subprocess.Popen([sys.executable, "-c", _CREATOR, path, str(k)],
+                                  stderr=subprocess.PIPE) for k in range(3)]
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()[-1500:]
+        assert Database(path).count() == 30

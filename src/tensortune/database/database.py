@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import statistics
 import time
@@ -70,21 +71,34 @@ class Database:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        try:
-            self.conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA busy_timeout=60000")
-            self.conn.executescript(_SCHEMA)
-            row = self.conn.execute("SELECT value FROM meta WHERE key='version'").fetchone()
-            if row is None:
-                self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)",
-                                  (str(SCHEMA_VERSION),))
-            elif int(row[0]) != SCHEMA_VERSION:
-                raise DatabaseError(f"{self.path}: schema version {row[0]}, this tensortune "
-                                    f"reads version {SCHEMA_VERSION}")
-        except sqlite3.DatabaseError as e:
-            raise DatabaseError(f"{self.path} is not a usable tensortune database ({e}); "
-                                "move it away or pass another path") from e
+        self.conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+        # Two processes creating one file race on the switch to WAL, and SQLite reports
+        # that lock at once instead of waiting: retry with a short random back-off.
+        for _attempt in range(200):
+            try:
+                self._init()
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise DatabaseError(f"{self.path} is not a usable tensortune database "
+                                        f"({e}); move it away or pass another path") from e
+                time.sleep(0.02 + random.random() * 0.08)
+            except sqlite3.DatabaseError as e:
+                raise DatabaseError(f"{self.path} is not a usable tensortune database ({e}); "
+                                    "move it away or pass another path") from e
+        raise DatabaseError(f"{self.path} stayed locked by another process for too long")
+
+    def _init(self) -> None:
+        self.conn.execute("PRAGMA busy_timeout=60000")
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.executescript(_SCHEMA)
+        row = self.conn.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+        if row is None:
+            self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)",
+                              (str(SCHEMA_VERSION),))
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise DatabaseError(f"{self.path}: schema version {row[0]}, this tensortune "
+                                f"reads version {SCHEMA_VERSION}")
 
     def close(self) -> None:
         self.conn.close()
