@@ -108,3 +108,19 @@ def test_guarded_load_is_never_read_speculatively():
     assert "tt_vsel" not in k.source
     ins = random_inputs(f)
     check_close(k(*ins), evaluate(f, ins)[0])
+
+
+def test_vector_exp_is_accurate():
+    from tensortune import te
+
+    A = te.placeholder((4, 64), name="A")
+    B = te.compute((4, 64), lambda i, j: te.exp(A[i, j]), name="B")
+    sch = tt.Schedule(te.create_func([A, B]))
+    _, j = sch.get_loops(sch.get_block("B"))
+    sch.vectorize(j)
+    k = tt.build(sch)
+    assert "tt_vexp_f32x" in k.source
+    a = np.linspace(-80, 80, 256).astype("float32").reshape(4, 64)
+    a[0, :6] = [-20.0, -1e-3, 0.0, 1e-3, 1.0, 20.0]
+    ref = np.exp(a.astype(np.float64))
+    assert np.max(np.abs(k(a) - ref) / ref) < 1e-6

@@ -17,7 +17,7 @@ Example (the inner loops of a register-tiled matmul)::
 from __future__ import annotations
 
 from ..tir.arith import affine, from_affine, simplify
-from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Select, Var, is_float
+from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, rewrite_stmt, substitute
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
 from .c import CTYPE, CEmitter
@@ -134,6 +134,8 @@ class SimdEmitter(CEmitter):
         if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("min", "max"):
             a, b = self._vec(e.a, lane, dtype, w), self._vec(e.b, lane, dtype, w)
             return f"tt_v{e.op}_{vt[3:]}({a}, {b})", True
+        if isinstance(e, Call) and e.name == "exp" and dtype == "float32":
+            return f"tt_vexp_{vt[3:]}({self._vec(e.args[0], lane, dtype, w)})", True
         if isinstance(e, Select) and e.dtype == dtype:
             t, f = self._vec(e.t, lane, dtype, w), self._vec(e.f, lane, dtype, w)
             c = e.cond
@@ -214,8 +216,29 @@ class SimdEmitter(CEmitter):
                 f"static inline {vt} tt_vmax_{s}({vt} a, {vt} b) "
                 f"{{ return tt_vsel_{s}(a > b, a, b); }}\n"
                 f"static inline {vt} tt_vmin_{s}({vt} a, {vt} b) "
-                f"{{ return tt_vsel_{s}(a < b, a, b); }}\n")
+                f"{{ return tt_vsel_{s}(a < b, a, b); }}\n"
+                + (_VEXP.replace("V", vt).replace("M", f"tt_m{s}").replace("S", s)
+                   if dtype == "float32" else ""))
         return "\n".join(out)
+
+
+# exp(x) for float32 lanes: Cody-Waite reduction x = n ln2 + r and cephes' degree-6
+# polynomial for e^r, then 2^n built in the exponent bits (relative error ~1e-7).
+_VEXP = """static inline V tt_vexp_S(V x) {
+  x = tt_vmin_S(tt_vmax_S(x, (V){} - 87.3f), (V){} + 88.7f);
+  V t = x * 1.44269504088896341f;
+  V f = __builtin_convertvector(__builtin_convertvector(t, M), V);
+  f = f + __builtin_convertvector(f > t, V);
+  V r = x - f * 0.693359375f + f * 2.12194440e-4f;
+  V p = (V){} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f; p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  M e = (__builtin_convertvector(f, M) + 127) << 23;
+  return p * (V)e;
+}
+"""
 
 
 def _subst(s: Stmt, vmap: dict[Var, Expr], ranges: dict | None = None) -> Stmt:
