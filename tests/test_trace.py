@@ -1,6 +1,5 @@
 """Traces: JSON round-trip, replay equality, new decisions, seeded determinism, Python."""
 
-import numpy as np
 
 import tensortune as tt
 from tensortune.reference import check_close, evaluate, random_inputs
@@ -42,7 +41,8 @@ def test_seeded_sampling_is_deterministic_and_decisions_replace():
     t2 = a.trace.with_decision(idx, [32, 1])
     c = tt.Schedule(f)
     t2.apply(c)
-    assert "for i_1 in range(1)" in str(c.func) or "i_0 in parallel(32)" in str(c.func)
+    text = str(c.func)
+    assert "for i_0 in parallel(32, pragma_unroll=" in text and "for i_1 in range(1)" in text
     ins = random_inputs(f)
     check_close(tt.build(c)(*ins), evaluate(f, ins)[0])
 
@@ -73,4 +73,3 @@ def test_bad_trace_json():
           '"outputs": []}], "decisions": {}}'
     with pytest.raises(tt.TraceError, match="b9 before defining it"):
         tt.Trace.from_json(bad)
-    assert np.isfinite(1.0)
