@@ -15,6 +15,16 @@ from collections.abc import Callable
 import numpy as np
 
 
+def setup_torch(threads: int) -> str:
+    """Pin PyTorch to ``threads`` threads; a line saying which PyTorch runs, or none."""
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch not installed"
+    torch.set_num_threads(threads)
+    return f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads)"
+
+
 def median_time(fn: Callable[[], object], min_time: float = 0.3, repeat: int = 7) -> float:
     fn()
     t0 = time.perf_counter()

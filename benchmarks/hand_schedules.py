@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensortune as tt  # noqa: E402
-from benchmarks.baselines import median_time, numpy_fn, torch_fn  # noqa: E402
+from benchmarks.baselines import median_time, numpy_fn, setup_torch, torch_fn  # noqa: E402
 from tensortune.examples import SCHEDULES  # noqa: E402
 from tensortune.measure import measure  # noqa: E402
 from tensortune.measure.peak import bandwidth, fma_peak  # noqa: E402
@@ -34,13 +34,7 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="print a RESULTS.md table")
     args = ap.parse_args()
     target = tt.Target.host()
-    try:
-        import torch
-
-        torch.set_num_threads(target.cores)
-        torch_info = f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads)"
-    except ImportError:
-        torch_info = "PyTorch not installed"
+    torch_info = setup_torch(target.cores)
     peak = fma_peak(target.cores, target)
     bw = bandwidth(target.cores, target)
     print(f"{datetime.date.today()} | {platform.node()} | {target}")

@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensortune as tt  # noqa: E402
-from benchmarks.baselines import median_time, numpy_fn, torch_fn  # noqa: E402
+from benchmarks.baselines import median_time, numpy_fn, setup_torch, torch_fn  # noqa: E402
 from tensortune.measure.peak import fma_peak  # noqa: E402
 from tensortune.reference import random_inputs  # noqa: E402
 
@@ -47,13 +47,7 @@ def main() -> None:
     target = tt.Target.host()
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     db_path = args.db or str(out / f"suite-{stamp}.db")
-    try:
-        import torch
-
-        torch.set_num_threads(target.cores)
-        tinfo = f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads"
-    except ImportError:
-        tinfo = "PyTorch not installed"
+    tinfo = setup_torch(target.cores)
     peak = fma_peak(target.cores, target)
     checkpoints = [int(c) for c in args.checkpoints.split(",")]
     print(f"{datetime.date.today()} | {target}\npeak {peak:.0f} GFLOP/s | NumPy "

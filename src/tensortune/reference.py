@@ -53,7 +53,8 @@ def random_inputs(func: PrimFunc, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
-def _eval(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:
+def eval_expr(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:
+    """Evaluate ``e`` with NumPy: ``env`` maps variables to arrays, ``arrays`` buffers."""
     if isinstance(e, Var):
         return env[e]
     if isinstance(e, (IntImm, FloatImm)):
@@ -62,22 +63,22 @@ def _eval(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:
         arr = arrays[e.buffer]
         # Indices under an if_then_else may leave the buffer where the branch is not taken;
         # clipping keeps the gather legal and the Select discards those values.
-        idx = tuple(np.clip(np.asarray(_eval(i, env, arrays)), 0, n - 1)
+        idx = tuple(np.clip(np.asarray(eval_expr(i, env, arrays)), 0, n - 1)
                     for i, n in zip(e.indices, arr.shape, strict=True))
         return arr[idx]
     if isinstance(e, BinOp):
-        a, b = _eval(e.a, env, arrays), _eval(e.b, env, arrays)
+        a, b = eval_expr(e.a, env, arrays), eval_expr(e.b, env, arrays)
         return _binop(e.op, a, b, e.dtype)
     if isinstance(e, Not):
-        return np.logical_not(_eval(e.a, env, arrays))
+        return np.logical_not(eval_expr(e.a, env, arrays))
     if isinstance(e, Select):
-        return np.where(_eval(e.cond, env, arrays), _eval(e.t, env, arrays),
-                        _eval(e.f, env, arrays))
+        return np.where(eval_expr(e.cond, env, arrays), eval_expr(e.t, env, arrays),
+                        eval_expr(e.f, env, arrays))
     if isinstance(e, Cast):
-        v = np.asarray(_eval(e.value, env, arrays))
+        v = np.asarray(eval_expr(e.value, env, arrays))
         return v.astype(np.float64) if is_float(e.dtype) else np.trunc(v).astype(np.int64)
     if isinstance(e, Call):
-        args = [np.asarray(_eval(a, env, arrays), dtype=np.float64) for a in e.args]
+        args = [np.asarray(eval_expr(a, env, arrays), dtype=np.float64) for a in e.args]
         if e.name == "erf":
             return np.asarray(_erf(args[0]), dtype=np.float64)
         fn = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
@@ -147,16 +148,16 @@ def _run_block(block: Block, arrays: dict) -> None:
             env[iv.var] = rng.reshape(shape)
         if red is not None:
             comb, src = red
-            val: np.ndarray | float | int = np.broadcast_to(_eval(src, env, arrays),
+            val: np.ndarray | float | int = np.broadcast_to(eval_expr(src, env, arrays),
                                   tuple(hi - lo if d == 0 else iv.extent
                                         for d, iv in enumerate(spatial + reds)))
             axes = tuple(range(len(spatial), nd))
             reducer = {"sum": np.sum, "max": np.max, "min": np.min}[comb]
             val = reducer(val, axis=axes, keepdims=True)  # type: ignore[operator]
         else:
-            val = _eval(st.value, env, arrays)
+            val = eval_expr(st.value, env, arrays)
         # Store indices depend on spatial variables only; reduced axes were kept as size 1.
-        idx = tuple(np.asarray(_eval(i, env, arrays)) for i in st.indices)
+        idx = tuple(np.asarray(eval_expr(i, env, arrays)) for i in st.indices)
         idx_b = np.broadcast_arrays(*idx, np.asarray(val))
         out[tuple(idx_b[:-1])] = idx_b[-1]
 

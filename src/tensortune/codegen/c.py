@@ -137,10 +137,7 @@ class CEmitter:
         return c_ident(self.namer(v))
 
     def flat(self, buf: Buffer, indices: tuple[Expr, ...]) -> Expr:
-        e: Expr = IntImm(0)
-        for i, n in zip(indices, buf.shape, strict=True):
-            e = BinOp("+", BinOp("*", e, IntImm(n), "int32"), i, "int32")
-        return simplify(e, self.ranges)
+        return simplify(buf.flat_index(indices), self.ranges)
 
     def expr(self, e: Expr) -> str:
         if isinstance(e, Var):

@@ -22,7 +22,15 @@ from dataclasses import replace
 from ..tir.analysis import region, union
 from ..tir.arith import Ranges, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
-from ..tir.functor import retarget, rewrite_expr, rewrite_stmt, substitute
+from ..tir.functor import (
+    iter_exprs,
+    retarget,
+    rewrite_expr,
+    rewrite_stmt,
+    stmt_exprs,
+    substitute,
+    walk_with_loops,
+)
 from ..tir.stmt import (
     Allocate,
     Block,
@@ -69,39 +77,22 @@ def _subst_stmt(s: Stmt, vmap: dict[Var, Expr]) -> Stmt:
 
 
 # ---------------------------------------------------------------- buffer compaction
-def _accesses(s: Stmt, path: tuple[For, ...], conds: int, out: dict) -> None:
-    """Collect (indices, loop path) for every buffer access."""
-    if isinstance(s, For):
-        _accesses(s.body, path + (s,), conds, out)
-    elif isinstance(s, Seq):
-        for x in s.stmts:
-            _accesses(x, path, conds, out)
-    elif isinstance(s, IfThenElse):
-        _expr_accesses(s.cond, path, out)
-        _accesses(s.then, path, conds, out)
-        if s.else_ is not None:
-            _accesses(s.else_, path, conds, out)
-    elif isinstance(s, Allocate):
-        _accesses(s.body, path, conds, out)
-    elif isinstance(s, BufferStore):
-        out.setdefault(s.buffer, []).append((s.indices, path))
-        for e in (*s.indices, s.value):
-            _expr_accesses(e, path, out)
-
-
-def _expr_accesses(e: Expr, path: tuple[For, ...], out: dict) -> None:
-    def fn(x: Expr) -> None:
-        if isinstance(x, BufferLoad):
-            out.setdefault(x.buffer, []).append((x.indices, path))
-        return None
-
-    rewrite_expr(e, fn)
+def _accesses(body: Stmt) -> dict[Buffer, list[tuple[tuple[Expr, ...], tuple[For, ...]]]]:
+    """(indices, enclosing loops) of every load and store, per buffer."""
+    out: dict[Buffer, list[tuple[tuple[Expr, ...], tuple[For, ...]]]] = {}
+    for st, path in walk_with_loops(body):
+        if isinstance(st, BufferStore):
+            out.setdefault(st.buffer, []).append((st.indices, path))
+        for e in stmt_exprs(st):
+            for x in iter_exprs(e):
+                if isinstance(x, BufferLoad):
+                    out.setdefault(x.buffer, []).append((x.indices, path))
+    return out
 
 
 def compact_buffers(func: PrimFunc) -> PrimFunc:
     """Allocate intermediates where they are used, shrunk to the region used there."""
-    acc: dict[Buffer, list] = {}
-    _accesses(func.body, (), 0, acc)
+    acc = _accesses(func.body)
     body = func.body
     root_allocs: list[Buffer] = []
     for buf in func.alloc_buffers:

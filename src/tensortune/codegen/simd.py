@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..tir.arith import affine, from_affine, simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
-from ..tir.functor import free_vars, iter_exprs, rewrite_stmt, substitute
+from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
 from .c import CTYPE, CEmitter
 
@@ -44,7 +44,7 @@ def _vtype(dtype: str, w: int) -> str:
 class SimdEmitter(CEmitter):
     # ---------------------------------------------------------------- vector loops
     def vector_loop(self, s: For, ind: int) -> bool:
-        dtypes = {st.buffer.dtype for st in _stores(s.body)}
+        dtypes = {st.buffer.dtype for st in stores_in(s.body)}
         if len(dtypes) != 1 or not is_float(next(iter(dtypes))):
             return self._scalar_unroll_if_promoted(s, ind)
         dtype = dtypes.pop()
@@ -69,8 +69,8 @@ class SimdEmitter(CEmitter):
 
     def _scalar_unroll_if_promoted(self, s: For, ind: int) -> bool:
         """Promoted tiles need constant indices: expand the loop instead of looping."""
-        touched = {st.buffer for st in _stores(s.body)} | {
-            x.buffer for x in _loads(s.body)}
+        touched = {st.buffer for st in stores_in(s.body)} | {
+            x.buffer for x in loads_in(s.body)}
         if not touched & set(self.promoted):
             return False
         for i in range(s.extent):
@@ -245,18 +245,6 @@ def _subst(s: Stmt, vmap: dict[Var, Expr], ranges: dict | None = None) -> Stmt:
     return rewrite_stmt(s, expr_fn=lambda e: simplify(substitute(e, vmap), ranges))
 
 
-def _stores(s: Stmt) -> list[BufferStore]:
-    from ..tir.functor import stores_in
-
-    return list(stores_in(s))
-
-
-def _loads(s: Stmt) -> list[BufferLoad]:
-    from ..tir.functor import loads_in
-
-    return list(loads_in(s))
-
-
 def _tile_accesses(s: Stmt, b: Buffer, vec: For | None = None):
     """(flat index, innermost enclosing vectorized loop) for each access to ``b``."""
     if isinstance(s, For):
@@ -276,18 +264,11 @@ def _tile_accesses(s: Stmt, b: Buffer, vec: For | None = None):
     exprs: list[Expr] = []
     if isinstance(s, BufferStore):
         if s.buffer is b:
-            yield _flat(b, s.indices), vec
+            yield simplify(b.flat_index(s.indices)), vec
         exprs = [*s.indices, s.value]
     elif isinstance(s, IfThenElse):
         exprs = [s.cond]
     for e in exprs:
         for sub in iter_exprs(e):
             if isinstance(sub, BufferLoad) and sub.buffer is b:
-                yield _flat(b, sub.indices), vec
-
-
-def _flat(b: Buffer, indices: tuple[Expr, ...]) -> Expr:
-    e: Expr = IntImm(0)
-    for i, n in zip(indices, b.shape, strict=True):
-        e = BinOp("+", BinOp("*", e, IntImm(n), "int32"), i, "int32")
-    return simplify(e)
+                yield simplify(b.flat_index(sub.indices)), vec

@@ -1,6 +1,7 @@
 """Cost models and program features."""
 
-from .cost_model import CostModel, LGBMModel, RandomModel, make
+from .cost_model import CostModel, LGBMModel, RandomModel, make, normalized_throughput
 from .features import FEATURES, extract
 
-__all__ = ["FEATURES", "CostModel", "LGBMModel", "RandomModel", "extract", "make"]
+__all__ = ["FEATURES", "CostModel", "LGBMModel", "RandomModel", "extract", "make",
+           "normalized_throughput"]

@@ -16,12 +16,22 @@ Example:
 from __future__ import annotations
 
 import pickle
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import TensorTuneError
+
+
+def normalized_throughput(latencies: Sequence[float]) -> np.ndarray:
+    """Training targets: best latency / latency (1.0 for the best), 0 for failures."""
+    lat = np.asarray(latencies, dtype=np.float64)
+    ok = np.isfinite(lat)
+    if not ok.any():
+        return np.zeros(len(lat))
+    return np.where(ok, lat[ok].min() / np.where(ok, lat, 1.0), 0.0)
 
 
 class CostModel:

@@ -18,9 +18,9 @@ import numpy as np
 
 from ..codegen.lower import flatten_blocks
 from ..tir.arith import affine
-from ..tir.expr import BinOp, BufferLoad, Call, Expr
-from ..tir.functor import iter_exprs
-from ..tir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
+from ..tir.expr import BinOp, BufferLoad, Call
+from ..tir.functor import iter_exprs, walk_with_loops
+from ..tir.stmt import Allocate, BufferStore, For, ForKind, PrimFunc
 
 _KINDS = (ForKind.SERIAL, ForKind.PARALLEL, ForKind.VECTORIZED, ForKind.UNROLLED)
 PER_STORE = 26
@@ -29,19 +29,6 @@ FEATURES = 2 * PER_STORE + 2
 
 def _log(x: float) -> float:
     return math.log2(1.0 + max(0.0, x))
-
-
-def _flat(indices: tuple[Expr, ...], shape: tuple[int, ...]) -> Expr:
-    e: Expr = indices[0]
-    for i, n in zip(indices[1:], shape[1:]):
-        e = BinOp("+", BinOp("*", e, _int(n), "int32"), i, "int32")
-    return e
-
-
-def _int(n: int) -> Expr:
-    from ..tir.expr import IntImm
-
-    return IntImm(n)
 
 
 def _store_vector(st: BufferStore, path: tuple[For, ...]) -> list[float]:
@@ -55,7 +42,7 @@ def _store_vector(st: BufferStore, path: tuple[For, ...]) -> list[float]:
     strides = [0.0, 0.0, 0.0, 0.0]  # broadcast, contiguous, strided, non-affine
     footprint = [0.0, 0.0, 0.0]
     for buf, idx in [(st.buffer, st.indices)] + [(x.buffer, x.indices) for x in loads]:
-        aff = affine(_flat(idx, buf.shape))
+        aff = affine(buf.flat_index(idx))
         if aff is None or inner is None:
             strides[3] += 1
             continue
@@ -75,28 +62,15 @@ def _store_vector(st: BufferStore, path: tuple[For, ...]) -> list[float]:
             _log(iters * (len(loads) + 1) * 4)]
 
 
-def _walk(s: Stmt, path: tuple[For, ...], out: list[list[float]], allocs: list[int]) -> None:
-    if isinstance(s, For):
-        _walk(s.body, path + (s,), out, allocs)
-    elif isinstance(s, Seq):
-        for x in s.stmts:
-            _walk(x, path, out, allocs)
-    elif isinstance(s, IfThenElse):
-        _walk(s.then, path, out, allocs)
-        if s.else_ is not None:
-            _walk(s.else_, path, out, allocs)
-    elif isinstance(s, Allocate):
-        allocs.append(s.buffer.size)
-        _walk(s.body, path, out, allocs)
-    elif isinstance(s, BufferStore):
-        out.append(_store_vector(s, path))
-
-
 def extract(func: PrimFunc) -> np.ndarray:
     """The feature vector of a scheduled function."""
     stores: list[list[float]] = []
     allocs: list[int] = [b.size for b in func.alloc_buffers]
-    _walk(flatten_blocks(func.body), (), stores, allocs)
+    for st, path in walk_with_loops(flatten_blocks(func.body)):
+        if isinstance(st, Allocate):
+            allocs.append(st.buffer.size)
+        elif isinstance(st, BufferStore):
+            stores.append(_store_vector(st, path))
     mat = np.asarray(stores, dtype=np.float64).reshape(-1, PER_STORE)
     summed = mat.sum(axis=0) if len(mat) else np.zeros(PER_STORE)
     top = mat.max(axis=0) if len(mat) else np.zeros(PER_STORE)

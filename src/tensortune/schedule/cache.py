@@ -45,6 +45,20 @@ def _copy_nest(name: str, dst: Buffer, src: Buffer) -> Stmt:
     return body
 
 
+def _stage(func: PrimFunc, name: str, buf: Buffer, scope: str, at: int,
+           read: bool) -> tuple[PrimFunc, str]:
+    """Redirect block ``name``'s accesses of ``buf`` to a new buffer and insert, at root
+    position ``at``, the block copying buf -> new (read) or new -> buf (write)."""
+    new_name = unique_name(func, f"{buf.name}_{scope}")
+    cbuf = Buffer(new_name, buf.shape, buf.dtype, scope)
+    f2 = replace_block(func, name, lambda b: replace(
+        b, body=retarget(b.body, buf, cbuf),
+        init=None if b.init is None else retarget(b.init, buf, cbuf)))
+    copy = _copy_nest(new_name, cbuf, buf) if read else _copy_nest(new_name, buf, cbuf)
+    f3 = insert_root(f2, at, copy)
+    return f3.with_body(f3.body, f3.alloc_buffers + (cbuf,)), new_name
+
+
 def cache_read(func: PrimFunc, name: str, index: int, scope: str) -> tuple[PrimFunc, str]:
     """Read input ``index`` of block ``name`` through a new copy stage (module docstring);
     returns the copy block's name. Place the copy with compute_at, re-index it with
@@ -62,13 +76,7 @@ def cache_read(func: PrimFunc, name: str, index: int, scope: str) -> tuple[PrimF
         check(root_index(func, w.name) < ri,
               f"{what}: {buf.name} is produced by {w.name} inside the same loop nest as "
               f"{name}; cache it before moving the producer there")
-    new_name = unique_name(func, f"{buf.name}_{scope}")
-    cbuf = Buffer(new_name, buf.shape, buf.dtype, scope)
-    f2 = replace_block(func, name, lambda b: replace(
-        b, body=retarget(b.body, buf, cbuf),
-        init=None if b.init is None else retarget(b.init, buf, cbuf)))
-    f3 = insert_root(f2, ri, _copy_nest(new_name, cbuf, buf))
-    return f3.with_body(f3.body, f3.alloc_buffers + (cbuf,)), new_name
+    return _stage(func, name, buf, scope, ri, read=True)
 
 
 def cache_write(func: PrimFunc, name: str, index: int, scope: str) -> tuple[PrimFunc, str]:
@@ -94,19 +102,13 @@ def cache_write(func: PrimFunc, name: str, index: int, scope: str) -> tuple[Prim
     if early:
         raise ScheduleError(f"{what}: {early[0]} reads {buf.name} inside the same loop nest as "
                      f"{name}; cache_write before moving consumers into it")
-    new_name = unique_name(func, f"{buf.name}_{scope}")
-    cbuf = Buffer(new_name, buf.shape, buf.dtype, scope)
-    f2 = replace_block(func, name, lambda b: replace(
-        b, body=retarget(b.body, buf, cbuf),
-        init=None if b.init is None else retarget(b.init, buf, cbuf)))
-    f3 = insert_root(f2, ri + 1, _copy_nest(new_name, buf, cbuf))
-    return f3.with_body(f3.body, f3.alloc_buffers + (cbuf,)), new_name
+    return _stage(func, name, buf, scope, ri + 1, read=False)
 
 
 def _eval_index(e: Expr, env: dict) -> np.ndarray:
-    from ..reference import _eval
+    from ..reference import eval_expr
 
-    return np.asarray(_eval(e, env, {}))
+    return np.asarray(eval_expr(e, env, {}))
 
 
 def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost_model import CostModel, make
+from ..cost_model import CostModel, make, normalized_throughput
 from ..database import TuningRecord
 from .mutator import mutate
 from .search_strategy import Candidate, SearchContext, SearchStrategy
@@ -98,7 +98,4 @@ class EvolutionarySearch(SearchStrategy):
             self.x.append(c.features())
             self.lat.append(r.latency)
             self.measured.append((c, r.latency))
-        lat = np.asarray(self.lat)
-        best = lat[np.isfinite(lat)].min() if np.isfinite(lat).any() else 1.0
-        y = np.where(np.isfinite(lat), best / np.where(np.isfinite(lat), lat, 1.0), 0.0)
-        self.model.update(np.stack(self.x), y)
+        self.model.update(np.stack(self.x), normalized_throughput(self.lat))

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..codegen import Target
-from ..cost_model import LGBMModel
+from ..cost_model import LGBMModel, normalized_throughput
 from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
@@ -173,12 +173,11 @@ def transfer_model(db: Database, workload: str, target: str) -> LGBMModel | None
         if h == workload:
             continue
         recs = [r for r in db.records(h, target) if r.features]
-        lats = np.array([r.latency for r in recs])
-        if not len(recs) or not np.isfinite(lats).any():
+        y = normalized_throughput([r.latency for r in recs])
+        if not y.any():
             continue
-        best = lats[np.isfinite(lats)].min()
         xs += [r.features for r in recs]
-        ys += [best / lat if np.isfinite(lat) else 0.0 for lat in lats]
+        ys += list(y)
     if len(xs) < 32:
         return None
     base = LGBMModel()

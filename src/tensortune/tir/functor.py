@@ -142,6 +142,29 @@ def walk(s: Stmt) -> Iterator[Stmt]:
             yield from walk(s.else_)
 
 
+def walk_with_loops(s: Stmt, path: tuple[For, ...] = ()
+                    ) -> Iterator[tuple[Stmt, tuple[For, ...]]]:
+    """Every statement that is not a loop or a sequence, pre-order, with the loops
+    enclosing it (outermost first)."""
+    if isinstance(s, For):
+        yield from walk_with_loops(s.body, path + (s,))
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            yield from walk_with_loops(x, path)
+    else:
+        yield s, path
+        if isinstance(s, IfThenElse):
+            yield from walk_with_loops(s.then, path)
+            if s.else_ is not None:
+                yield from walk_with_loops(s.else_, path)
+        elif isinstance(s, Allocate):
+            yield from walk_with_loops(s.body, path)
+        elif isinstance(s, Block):
+            for part in (s.init, s.body):
+                if part is not None:
+                    yield from walk_with_loops(part, path)
+
+
 def stmt_exprs(s: Stmt) -> Iterator[Expr]:
     """The top-level expressions held directly by one statement."""
     if isinstance(s, BufferStore):

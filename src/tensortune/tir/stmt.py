@@ -50,6 +50,15 @@ class Buffer:
             n *= s
         return n
 
+    def flat_index(self, indices: tuple[Expr, ...]) -> Expr:
+        """The row-major offset of ``indices`` (unsimplified)."""
+        from .expr import BinOp, IntImm
+
+        e: Expr = IntImm(0)
+        for i, n in zip(indices, self.shape, strict=True):
+            e = BinOp("+", BinOp("*", e, IntImm(n), "int32"), i, "int32")
+        return e
+
     def __getitem__(self, idx: Any) -> Expr:
         from .expr import BufferLoad, const
 
