@@ -20,6 +20,8 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.tree import readers, writes
+from ..tir.functor import free_vars
+from .layout import LayoutChoice, layout_choices, permutation_map
 from .schedule_rule import ScheduleRule, has_reuse, is_elementwise, loop_kinds
 
 
@@ -35,6 +37,35 @@ class MultiLevelTiling(ScheduleRule):
         kinds = loop_kinds(sch, block)
         if not has_reuse(blk) or any(k == "X" for _, k in kinds):
             return [sch]
+        loop_of = {}
+        for lp, _ in kinds:
+            var = sch.get(lp).var
+            for iv, b in zip(blk.iter_vars, blk.bindings):
+                if var in free_vars(b):
+                    loop_of[iv.var] = lp
+        # One design space per axis that can fill the vector lanes (space/layout.py); the
+        # first keeps the output's last axis innermost, as before any layout choice.
+        choices: list[LayoutChoice | None] = list(layout_choices(blk)) or [None]
+        out = []
+        for choice in choices:
+            forked = sch.copy()
+            try:
+                self._tile(forked, block, kinds, choice,
+                           loop_of[choice.var] if choice is not None else None)
+            except ScheduleError:
+                continue
+            out.append(forked)
+        return out or [sch]
+
+    def _tile(self, sch: Schedule, block: BlockRV, kinds: list[tuple[LoopRV, str]],
+              choice: LayoutChoice | None, vec_loop: LoopRV | None) -> None:
+        if choice is not None:
+            for idx, buf, dim in choice.packs:
+                pack = sch.cache_read(block, idx, "global")
+                sch.transform_layout(pack, sch.get(pack).body.buffer.name,
+                                     permutation_map(len(buf.shape), dim))
+        if vec_loop is not None:  # the vector axis goes last in every tile level
+            kinds = [kl for kl in kinds if kl[0] is not vec_loop] + [(vec_loop, "S")]
         n_s, n_r = self.structure.count("S"), self.structure.count("R")
         tiles: dict[str, list[list[LoopRV]]] = {"S": [[] for _ in range(n_s)],
                                                 "R": [[] for _ in range(n_r)]}
@@ -57,19 +88,25 @@ class MultiLevelTiling(ScheduleRule):
         sch.vectorize(inner_s[-1])
         tile_loop = tiles["S"][self._first_r_level() - 1][-1]
         wb = sch.cache_write(block, 0, "local")
+        if choice is not None and choice.tile_map is not None:
+            sch.transform_layout(block, sch.get(wb).body.value.buffer.name, choice.tile_map)
         if self.fuse_epilogue:
             self._fuse_consumer(sch, wb)
         sch.reverse_compute_at(wb, tile_loop)
-        # The write-back's own loops (one per buffer dimension) follow the tile loop.
+        # The write-back's own loops (one per buffer dimension) follow the tile loop; the
+        # one over the vector axis goes last (the tile is contiguous in it).
         all_wb = sch.get_loops(wb)
         tile_var = sch.get(tile_loop).var
         pos = next(i for i, lp in enumerate(all_wb) if sch.get(lp).var is tile_var)
         wb_loops = all_wb[pos + 1:]
+        if choice is not None and choice.tile_map is not None:
+            wb_loops = [lp for i, lp in enumerate(wb_loops) if i != choice.out_dim] + \
+                [wb_loops[choice.out_dim]]
+            sch.reorder(*wb_loops)
         for lp in wb_loops[:-1]:
             sch.unroll(lp)
         sch.vectorize(wb_loops[-1])
         sch.decompose_reduction(block, tiles["R"][0][0])
-        return [sch]
 
     def _first_r_level(self) -> int:
         return self.structure[: self.structure.index("R")].count("S")

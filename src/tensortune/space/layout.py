@@ -1,0 +1,113 @@
+"""Which spatial axis of a tiled block goes into the vector lanes, and what layouts that
+needs.
+
+MultiLevelTiling vectorizes the innermost loop of its register tile. For a matmul the
+natural choice is the output's last axis, but for an NCHW convolution that is the image
+width (56, 28, 14, 7: few whole vectors), while the output channels (64, 128, ...) would
+fill the lanes, as in every fast CPU convolution (NCHWc in TVM, oneDNN's blocked
+layouts). Putting axis ``v`` in the lanes needs every access that moves with ``v`` to be
+contiguous in it:
+
+- the accumulator tile (a cache_write stage) is re-laid out with ``v``'s dimension last
+  (transform_layout on an intermediate buffer costs nothing at run time);
+- a read buffer indexed by ``v`` in some other dimension is copied once into a packed
+  layout with that dimension last (cache_read + transform_layout), which is only worth it
+  when the buffer does not move with the other spatial axes (conv weights, a matmul's
+  left operand): the copy is then small next to the work that reuses it;
+- a read buffer not indexed by ``v`` is broadcast.
+
+Example:
+    >>> [c.var.name for c in layout_choices(blk)]      # conv2d NCHW
+    ['z', 'k']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..schedule.tree import reads
+from ..tir.arith import affine, simplify
+from ..tir.expr import BufferLoad, Expr, Var
+from ..tir.functor import free_vars, iter_exprs
+from ..tir.stmt import Block, Buffer, BufferStore
+
+MIN_LANES_EXTENT = 8  # an axis shorter than this cannot fill a vector
+
+
+@dataclass
+class LayoutChoice:
+    """Vectorize ``var``; ``out_dim`` is its dimension in the output (moved last in the
+    tile when it is not last); ``packs`` are (read index for cache_read, buffer,
+    dimension to move last)."""
+
+    var: Var
+    out_dim: int
+    out_ndim: int
+    packs: list[tuple[int, Buffer, int]] = field(default_factory=list)
+
+    @property
+    def tile_map(self) -> str | None:
+        return None if self.out_dim == self.out_ndim - 1 else \
+            permutation_map(self.out_ndim, self.out_dim)
+
+
+def permutation_map(ndim: int, dim: int) -> str:
+    """The index-map text moving dimension ``dim`` of an ``ndim``-d buffer last."""
+    names = [f"a{i}" for i in range(ndim)]
+    order = [n for i, n in enumerate(names) if i != dim] + [names[dim]]
+    return f"lambda {', '.join(names)}: ({', '.join(order)})"
+
+
+def _dim_of(indices: tuple[Expr, ...], v: Var, ranges: dict[Var, tuple[int, int]]
+            ) -> int | None:
+    """The one dimension whose index moves with ``v`` at unit stride; None if ``v`` is in
+    several dimensions or not affine with coefficient 1; -1 if absent."""
+    # Within the axes' ranges terms like k // K (one group) are constants.
+    indices = tuple(simplify(ix, ranges) for ix in indices)
+    dims = [d for d, ix in enumerate(indices) if v in free_vars(ix)]
+    if not dims:
+        return -1
+    if len(dims) > 1:
+        return None
+    aff = affine(indices[dims[0]])
+    if aff is None or aff[0].get(v) != 1:
+        return None
+    return dims[0]
+
+
+def layout_choice(blk: Block, v: Var) -> LayoutChoice | None:
+    """How to put spatial axis ``v`` of ``blk`` in the vector lanes, or None if some access
+    cannot be made contiguous in it."""
+    store = blk.body
+    if not isinstance(store, BufferStore):
+        return None
+    ext = next(iv.extent for iv in blk.iter_vars if iv.var is v)
+    ranges = {iv.var: (0, iv.extent - 1) for iv in blk.iter_vars}
+    out_dim = _dim_of(store.indices, v, ranges)
+    if out_dim is None or out_dim < 0 or ext < MIN_LANES_EXTENT:
+        return None
+    choice = LayoutChoice(v, out_dim, len(store.indices))
+    spatial = {iv.var for iv in blk.iter_vars if iv.kind == "S"}
+    ins = [b for b in reads(blk) if b is not store.buffer]
+    loads = [x for x in iter_exprs(store.value) if isinstance(x, BufferLoad)]
+    for idx, buf in enumerate(ins):
+        dims = {_dim_of(x.indices, v, ranges) for x in loads if x.buffer is buf}
+        if len(dims) != 1 or None in dims:
+            return None
+        d = dims.pop()
+        assert d is not None
+        if d in (-1, len(buf.shape) - 1):
+            continue  # broadcast, or already contiguous
+        others = {u for x in loads if x.buffer is buf for ix in x.indices
+                  for u in free_vars(ix)} & spatial - {v}
+        if others:
+            return None  # it moves with other spatial axes too: packing would not pay
+        choice.packs.append((idx, buf, d))
+    return choice
+
+
+def layout_choices(blk: Block) -> list[LayoutChoice]:
+    """Every spatial axis that can go in the lanes, the output's last axis first."""
+    spatial = [iv.var for iv in blk.iter_vars if iv.kind == "S"]
+    out = [c for v in reversed(spatial) if (c := layout_choice(blk, v)) is not None]
+    return sorted(out, key=lambda c: c.tile_map is not None)
