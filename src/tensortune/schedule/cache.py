@@ -135,13 +135,17 @@ def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],
               f"{what}: output {d} of the index map ({r}) is not provably non-negative")
         assert b is not None
         shape.append(b[1] + 1)
-    if math.prod(buf.shape) <= 1 << 24:
+    is_permutation = sorted(map(id, results)) == sorted(map(id, params))
+    if not is_permutation and math.prod(buf.shape) <= 1 << 24:
         env = {p: np.arange(n).reshape([-1 if i == d else 1 for i in range(len(params))])
                for d, (p, n) in enumerate(zip(params, buf.shape))}
         flat = np.zeros(buf.shape, dtype=np.int64)
         for r, n in zip(results, shape):
             flat = flat * n + np.broadcast_to(_eval_index(r, env), buf.shape)
-        check(np.unique(flat).size == flat.size,
+        # Injective iff no two elements land on one place: a bitmap, linear time.
+        seen = np.zeros(math.prod(shape), dtype=bool)
+        seen[flat.ravel()] = True
+        check(int(seen.sum()) == flat.size,
               f"{what}: the index map sends two elements of {buf.name} to the same place")
     new = Buffer(buf.name, tuple(shape), buf.dtype, buf.scope)
 
