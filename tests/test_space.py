@@ -75,3 +75,24 @@ def test_default_space_covers_every_suite_workload():
         assert spaces, name
         assert any(sample(f, s, seed, gen.postprocs) is not None for s in spaces
                    for seed in range(3)), name
+
+
+def test_row_reductions_can_join_their_consumers_row_loop():
+    # Softmax: rowmax and rowsum (and their rfactor partials) may be computed inside Y's
+    # row loop; never inside its column loop, which would recompute each row N times.
+    f = tt.workloads.get("softmax", M=8, N=64)
+    gen = PostOrderApply.default(TARGET)
+    spaces = gen.generate(f)
+    fused, seen = False, set()
+    for space in spaces:
+        for seed in range(16):
+            sch = sample(f, space, seed, gen.postprocs)
+            assert sch is not None
+            text = str(sch.func)
+            top = [ln for ln in text.splitlines() if ln.startswith("    for ")]
+            seen.add(len(top))
+            fused |= len(top) == 1 and "rowmax" in text
+            # Y's column loop comes last and holds no row stage.
+            if "for n in" in text:  # (else fused with the row loop for parallelism)
+                assert 'block("row' not in text[text.index("for n in"):]
+    assert fused and len(seen) > 1  # one row loop for all stages, and other placements

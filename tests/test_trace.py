@@ -73,3 +73,33 @@ def test_bad_trace_json():
           '"outputs": []}], "decisions": {}}'
     with pytest.raises(tt.TraceError, match="b9 before defining it"):
         tt.Trace.from_json(bad)
+
+
+def test_a_root_location_replays_with_a_new_decision():
+    # Drawn at the root when the space was made; replayed with a loop decision, compute_at
+    # must follow the new location (it once stayed at the root).
+    f = tt.workloads.get("c2d", small=True)
+    sch = tt.Schedule(f)
+    pad = sch.get_block("pad")
+    sch.compute_at(pad, sch.sample_compute_location(pad, decision=0))
+    idx = min(sch.trace.decisions)
+    assert 'block("pad"' in str(sch.func).split("for n in")[0]  # at the root
+    for d in range(1, len(sch.compute_location_candidates(sch.get_block("pad")))):
+        again = tt.Schedule(f)
+        sch.trace.with_decision(idx, d).apply(again)
+        text = str(again.func)
+        assert text.index('block("pad"') > text.index("for n in"), d
+        ins = random_inputs(f)
+        check_close(tt.build(again)(*ins), evaluate(f, ins)[0])
+
+
+def test_as_python_unpacks_lists_of_one():
+    f = tt.workloads.get("softmax", M=4, N=16)
+    sch = tt.Schedule(f)
+    (prod,) = sch.get_producers(sch.get_block("rowsum"))
+    sch.compute_at(prod, sch.sample_compute_location(prod, decision=0))
+    code = sch.trace.as_python()
+    assert "= sch.get_producers(" in code and code.count("[b") >= 1
+    fresh = tt.Schedule(f)
+    exec(code, {"sch": fresh, "tt": tt})
+    assert str(fresh.func) == str(sch.func)

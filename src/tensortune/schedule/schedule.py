@@ -32,7 +32,16 @@ from ..tir.verify import verify
 from . import cache, compute_location, inline, loops, reduction, sampling
 from .index_map import IndexMap
 from .trace import BlockRV, ExprRV, Instruction, LoopRV, RootRV, Trace
-from .tree import find_block, find_loop, iter_blocks, readers, reads, writers, writes
+from .tree import (
+    access_loop_vars,
+    find_block,
+    find_loop,
+    iter_blocks,
+    readers,
+    reads,
+    writers,
+    writes,
+)
 
 ROOT = RootRV()
 
@@ -80,7 +89,11 @@ class Schedule:
         return name
 
     def _loop(self, rv: Any, what: str) -> Var:
-        return self._get(rv, LoopRV, what)
+        var = self._get(rv, LoopRV, what)
+        if var is None:
+            raise ScheduleError(f"{what}: {rv.name} is the root compute location (sampled by "
+                                "sample_compute_location), not a loop")
+        return var
 
     def _int(self, x: Any, what: str) -> int | None:
         if isinstance(x, ExprRV):
@@ -176,9 +189,10 @@ class Schedule:
     # ------------------------------------------------------------------ compute location
     def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
         name = self._block(block, "compute_at")
-        if not isinstance(loop, RootRV):
-            self._commit(compute_location.compute_at(self.func, name,
-                                                     self._loop(loop, "compute_at")))
+        # A sampled location may be the root: then the block stays where it is.
+        var = None if isinstance(loop, RootRV) else self._get(loop, LoopRV, "compute_at")
+        if var is not None:
+            self._commit(compute_location.compute_at(self.func, name, var))
         self._record("compute_at", [block, loop], {}, [])
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
@@ -269,15 +283,20 @@ class Schedule:
         return rv
 
     def compute_location_candidates(self, block: BlockRV) -> list[Var | None]:
-        """None (stay at root) and every loop where compute_at(block, loop) is legal."""
+        """None (stay at root) and every loop where compute_at(block, loop) is legal and
+        not redundant: a loop the consumer's reads of the block's output do not move
+        with would recompute the same values in each of its iterations."""
         name = self._block(block, "sample_compute_location")
         blk, _ = find_block(self.func, name)
         out: list[Var | None] = [None]
         cons = [c for b in writes(blk) for c in readers(self.func, b)]
         if not cons:
             return out
-        _, path = find_block(self.func, cons[0].name)
+        con, path = find_block(self.func, cons[0].name)
+        moving = access_loop_vars(con, writes(blk))
         for lp in path:
+            if lp.var not in moving:
+                continue
             try:
                 compute_location.compute_at(self.func, name, lp.var)
                 out.append(lp.var)
@@ -293,12 +312,9 @@ class Schedule:
         if decision is None:
             decision = self.rng.randrange(len(cands))
         decision = sampling.check_categorical(decision, len(cands), "sample_compute_location")
-        var = cands[decision]
-        if var is None:
-            out: LoopRV = RootRV()
-            self._rv[id(out)] = (out, None)
-        else:
-            out = self._new(LoopRV, var)
+        # Root or not, the result is a fresh LoopRV: replayed with another decision, the
+        # compute_at that uses it must follow the new location.
+        out: LoopRV = self._new(LoopRV, cands[decision])
         self._record("sample_compute_location", [block], {}, [out], decision)
         return out
 

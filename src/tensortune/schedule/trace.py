@@ -54,6 +54,7 @@ class RootRV(LoopRV):
         self.name = "ROOT"
 
 
+LIST_RESULTS = ("get_loops", "get_producers", "get_consumers", "split", "sample_perfect_tile")
 SAMPLING = ("sample_perfect_tile", "sample_categorical", "sample_compute_location")
 
 
@@ -135,6 +136,8 @@ class Trace:
             if i.kind in SAMPLING:
                 args.append(f"decision={_py(self.decisions.get(idx))}")
             lhs = ", ".join(o.name for o in i.outputs)
+            if i.kind in LIST_RESULTS and len(i.outputs) == 1:
+                lhs = f"[{lhs}]"  # the call returns a list of one
             call = f"sch.{i.kind}({', '.join(args)})"
             lines.append(f"{lhs} = {call}" if lhs else call)
         return "\n".join(lines)

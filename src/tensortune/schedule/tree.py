@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ..errors import ScheduleError
 from ..tir.expr import BufferLoad, Var
-from ..tir.functor import iter_exprs, stmt_exprs, walk
+from ..tir.functor import free_vars, iter_exprs, stmt_exprs, walk
 from ..tir.stmt import Block, Buffer, BufferStore, For, PrimFunc, Seq, Stmt, seq
 
 Path = tuple[For, ...]
@@ -99,6 +99,20 @@ def loads_of(b: Block, buf: Buffer) -> list[BufferLoad]:
 
 def writers(func: PrimFunc, buf: Buffer) -> list[Block]:
     return [b for b, _ in iter_blocks(func.body) if buf in writes(b)]
+
+
+def access_loop_vars(b: Block, bufs: list[Buffer]) -> set[Var]:
+    """The loop variables that block ``b``'s reads of ``bufs`` move with (through its
+    bindings)."""
+    out: set[Var] = set()
+    for buf in bufs:
+        for ld in loads_of(b, buf):
+            for ix in ld.indices:
+                for v in free_vars(ix):
+                    for iv, bnd in zip(b.iter_vars, b.bindings):
+                        if iv.var is v:
+                            out |= free_vars(bnd)
+    return out
 
 
 def readers(func: PrimFunc, buf: Buffer) -> list[Block]:

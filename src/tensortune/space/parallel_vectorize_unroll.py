@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import Schedule
-from ..schedule.tree import children, iter_blocks
+from ..schedule.tree import children, iter_blocks, readers, writes
 from ..tir.stmt import For, ForKind
 from .schedule_rule import loop_kinds
 
@@ -70,6 +70,8 @@ class ParallelVectorizeUnroll:
         kinds = loop_kinds(sch, block)
         if not kinds:
             return
+        if self._is_partial(sch, name):
+            kinds = self._partial_axis_last(sch, block, kinds)
         lp, kind = kinds[-1]
         node: For = sch.get(lp)
         if kind == "S" and node.kind == ForKind.SERIAL and node.extent <= self.max_vector:
@@ -80,3 +82,30 @@ class ParallelVectorizeUnroll:
         reds = [lp for lp, k in kinds if k == "R" and sch.get(lp).kind == ForKind.SERIAL]
         if reds:
             sch.annotate(reds[-1], "pragma_unroll", unroll)
+
+    @staticmethod
+    def _is_partial(sch: Schedule, name: str) -> bool:
+        """An rfactor partial: a reduction whose outputs only one reduction reads."""
+        blk = sch.get(sch.get_block(name))
+        if not blk.is_reduction:
+            return False
+        for b in writes(blk):
+            cons = readers(sch.func, b)
+            if b not in sch.func.alloc_buffers or len(cons) != 1 or not cons[0].is_reduction:
+                return False
+        return True
+
+    @staticmethod
+    def _partial_axis_last(sch: Schedule, block, kinds: list) -> list:
+        """compute_at rebuilds a block's loops spatial-first; a partial-result axis must
+        be innermost, under the reduction loops, to be vectorized."""
+        wide = [i for i, (lp, k) in enumerate(kinds) if k == "S" and sch.get(lp).extent > 1]
+        if not wide or all(k != "R" for _, k in kinds[wide[-1]:]) or \
+                sch.get(kinds[wide[-1]][0]).kind != ForKind.SERIAL:
+            return kinds
+        seg = [lp for lp, _ in kinds[wide[-1]:]]
+        try:
+            sch.reorder(*seg[1:], seg[0])
+        except ScheduleError:
+            return kinds
+        return loop_kinds(sch, block)
