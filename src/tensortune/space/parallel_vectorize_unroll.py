@@ -74,6 +74,12 @@ class ParallelVectorizeUnroll:
             kinds = self._partial_axis_last(sch, block, kinds)
         lp, kind = kinds[-1]
         node: For = sch.get(lp)
+        if kind == "S" and node.kind == ForKind.SERIAL and node.extent > self.max_vector:
+            # A long untiled row (softmax's output): vectorize a chunk of it.
+            chunk = next((c for c in (64, 32, 16, 8) if node.extent % c == 0), None)
+            if chunk is not None:
+                lp = sch.split(lp, [None, chunk])[1]
+                node = sch.get(lp)
         if kind == "S" and node.kind == ForKind.SERIAL and node.extent <= self.max_vector:
             try:
                 sch.vectorize(lp)
