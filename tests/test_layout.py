@@ -14,15 +14,16 @@ GEN = PostOrderApply.default(tt.Target.host())
 FUNCS = {"c2d": tt.workloads.get("c2d", small=True),
          "dense": tt.workloads.get("dense", small=True),
          "gmm": tt.workloads.get("gmm", M=24, N=40, K=12),
-         "c1d": tt.workloads.get("c1d", small=True)}
+         "c1d": tt.workloads.get("c1d", small=True),
+         "grp": tt.workloads.get("grp", C=32, K=32, H=10, W=10)}
 SPACES = {n: GEN.generate(f) for n, f in FUNCS.items()}
 
 
-def _choices(name: str, block: str):
-    f = tt.workloads.get(name, small=True)
+def _choices(name: str, block: str, **shape):
+    f = tt.workloads.get(name, small=not shape, **shape)
     blk = next(b for b, _ in iter_blocks(f.body) if b.name == block)
     return [(c.var.name, c.out_dim, [(b.name, d) for _, b, d in c.packs])
-            for c in layout_choices(blk)]
+            + ((c.group,) if c.group else ()) for c in layout_choices(blk)]
 
 
 def test_axes_that_can_fill_the_lanes():
@@ -33,9 +34,13 @@ def test_axes_that_can_fill_the_lanes():
     assert _choices("dense", "matmul") == [("vj", 1, [("W", 0)]), ("vi", 0, [("X", 0)])]
     # Batched: A moves with the batch axis too, so packing it would not pay.
     assert _choices("bmm", "C") == [("vj", 2, [])]
-    # Depthwise: the channel moves the input too; grouped: k // (K / G) is not affine.
+    # Depthwise: the channel moves the input too.
     assert [c[0] for c in _choices("dep", "conv")] == ["vz"]
-    assert [c[0] for c in _choices("grp", "conv")] == ["vz"]
+    # Grouped: k // 8 * 8 + rc is not affine in k, but within a group of 8 output
+    # channels the input channel is fixed: the lanes take k's part inside a group.
+    assert _choices("grp", "conv", C=32, K=32, H=10, W=10) == [
+        ("vz", 3, []), ("vk", 1, [("w", 0)], 8)]
+    assert [c[0] for c in _choices("grp", "conv")] == ["vz"]  # 2 per group: too few
 
 
 def test_permutation_map_moves_one_dimension_last():

@@ -4,6 +4,7 @@ program left unchanged."""
 import pytest
 
 import tensortune as tt
+from tensortune.reference import check_close, evaluate, random_inputs
 
 
 def _sch(name="gmm", **shape):
@@ -118,3 +119,20 @@ def test_rv_from_another_schedule():
     a, b = _sch(), _sch()
     blk = a.get_block("C")
     _raises(b, lambda: b.get_loops(blk), "expected a BlockRV of this schedule")
+
+
+def test_reverse_compute_at_refuses_a_strided_tile():
+    # Under ji the tile's columns are jo * 8 + ji: every 8th one. The write-back's box
+    # would also copy the columns other iterations own.
+    sch = tt.Schedule(tt.workloads.get("gmm", M=16, N=16, K=8))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    jo, ji = sch.split(j, [None, 8])
+    sch.reorder(ji, i, jo, k)
+    wb = sch.cache_write(c, 0, "local")
+    _raises(sch, lambda: sch.reverse_compute_at(wb, ji), r"writes C_local with holes")
+    _raises(sch, lambda: sch.reverse_compute_at(wb, i), r"writes C_local with holes")
+    sch.reorder(jo, i, ji)  # now under i the tile is 8 contiguous columns
+    sch.reverse_compute_at(wb, i)
+    ins = random_inputs(sch.func)
+    check_close(tt.build(sch)(*ins), evaluate(sch.func, ins)[0])

@@ -15,7 +15,7 @@ tile loop, once the producer's reduction over that tile is complete.
 from __future__ import annotations
 
 from ..errors import ScheduleError, check
-from ..tir.analysis import region, union
+from ..tir.analysis import is_dense, region, union
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, Expr, IntImm, Var, structural_equal
 from ..tir.functor import free_vars, stores_in, substitute
@@ -67,6 +67,13 @@ def _access_regions(blk: Block, path: Path, loop: For, idx_list: list[tuple[Expr
         for d, i in enumerate(idx):
             out[d].append(region(substitute(i, vmap), inner, ranges))
     return out
+
+
+def _dense(blk: Block, path: Path, loop: For, idx_list: list[tuple[Expr, ...]]) -> bool:
+    pos = next(i for i, lp in enumerate(path) if lp.var is loop.var)
+    inner, ranges = _ranges(path[pos + 1:]), _ranges(path)
+    vmap = {iv.var: b for iv, b in zip(blk.iter_vars, blk.bindings)}
+    return all(is_dense(substitute(i, vmap), inner, ranges) for idx in idx_list for i in idx)
 
 
 def _nest(blk: Block, spans: dict[Var, tuple[Expr, int]], outer: Path) -> Stmt:
@@ -210,6 +217,12 @@ def reverse_compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
             idxs = [s.indices for s in stores_in(w.body) if s.buffer is buf]
             for d, regs in enumerate(_access_regions(w, wpath, loop, idxs, len(buf.shape))):
                 per_dim[d] += regs
+            # Every element of the region must be written inside the loop, or the moved
+            # block would copy ones that other iterations own.
+            check(_dense(w, wpath, loop, idxs),
+                  f"{what}: {w.name} writes {buf.name} with holes per iteration of loop "
+                  f"{var.name} (a strided tile); reorder its loops so that the tile is "
+                  "contiguous")
         loads = loads_of(blk, buf)
         check(all(structural_equal(ld.indices, loads[0].indices) for ld in loads),
               f"{what}: block {name} reads {buf.name} at several different indices")

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from ..schedule.tree import reads
 from ..tir.arith import affine, simplify
-from ..tir.expr import BufferLoad, Expr, Var
-from ..tir.functor import free_vars, iter_exprs
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
+from ..tir.functor import free_vars, iter_exprs, substitute
 from ..tir.stmt import Block, Buffer, BufferStore
 
 MIN_LANES_EXTENT = 8  # an axis shorter than this cannot fill a vector
@@ -38,12 +38,14 @@ MIN_LANES_EXTENT = 8  # an axis shorter than this cannot fill a vector
 class LayoutChoice:
     """Vectorize ``var``; ``out_dim`` is its dimension in the output (moved last in the
     tile when it is not last); ``packs`` are (read index for cache_read, buffer,
-    dimension to move last)."""
+    dimension to move last); with ``group``, the inner part of ``var`` split by it goes
+    in the lanes."""
 
     var: Var
     out_dim: int
     out_ndim: int
     packs: list[tuple[int, Buffer, int]] = field(default_factory=list)
+    group: int | None = None
 
     @property
     def tile_map(self) -> str | None:
@@ -75,23 +77,35 @@ def _dim_of(indices: tuple[Expr, ...], v: Var, ranges: dict[Var, tuple[int, int]
     return dims[0]
 
 
-def layout_choice(blk: Block, v: Var) -> LayoutChoice | None:
+def layout_choice(blk: Block, v: Var, group: int | None = None) -> LayoutChoice | None:
     """How to put spatial axis ``v`` of ``blk`` in the vector lanes, or None if some access
-    cannot be made contiguous in it."""
+    cannot be made contiguous in it. With ``group``, ``v`` is first split into
+    ``v_o * group + v_i`` and ``v_i`` goes in the lanes: in a grouped conv the input
+    channel ``k // (K / G) * C_g + rc`` is then constant across the lanes."""
     store = blk.body
     if not isinstance(store, BufferStore):
         return None
     ext = next(iv.extent for iv in blk.iter_vars if iv.var is v)
     ranges = {iv.var: (0, iv.extent - 1) for iv in blk.iter_vars}
-    out_dim = _dim_of(store.indices, v, ranges)
+    axis, sub = v, {}
+    if group is not None:
+        vo, axis = Var(f"{v.name}_o"), Var(f"{v.name}_i")
+        ranges.update({vo: (0, ext // group - 1), axis: (0, group - 1)})
+        sub = {v: vo * group + axis}
+        ext = group
+
+    def idx(x: BufferLoad | BufferStore) -> tuple[Expr, ...]:
+        return tuple(substitute(i, sub) for i in x.indices) if sub else x.indices
+
+    out_dim = _dim_of(idx(store), axis, ranges)
     if out_dim is None or out_dim < 0 or ext < MIN_LANES_EXTENT:
         return None
-    choice = LayoutChoice(v, out_dim, len(store.indices))
+    choice = LayoutChoice(v, out_dim, len(store.indices), group=group)
     spatial = {iv.var for iv in blk.iter_vars if iv.kind == "S"}
     ins = [b for b in reads(blk) if b is not store.buffer]
     loads = [x for x in iter_exprs(store.value) if isinstance(x, BufferLoad)]
-    for idx, buf in enumerate(ins):
-        dims = {_dim_of(x.indices, v, ranges) for x in loads if x.buffer is buf}
+    for i, buf in enumerate(ins):
+        dims = {_dim_of(idx(x), axis, ranges) for x in loads if x.buffer is buf}
         if len(dims) != 1 or None in dims:
             return None
         d = dims.pop()
@@ -102,12 +116,30 @@ def layout_choice(blk: Block, v: Var) -> LayoutChoice | None:
                   for u in free_vars(ix)} & spatial - {v}
         if others:
             return None  # it moves with other spatial axes too: packing would not pay
-        choice.packs.append((idx, buf, d))
+        choice.packs.append((i, buf, d))
     return choice
 
 
+def _groups(blk: Block, v: Var) -> set[int]:
+    """Constants g with ``(... v ...) // g`` in some index, g dividing v's extent."""
+    ext = next(iv.extent for iv in blk.iter_vars if iv.var is v)
+    out = set()
+    for x in iter_exprs(blk.body.value if isinstance(blk.body, BufferStore) else IntImm(0)):
+        if isinstance(x, BinOp) and x.op == "//" and isinstance(x.b, IntImm) and \
+                v in free_vars(x.a) and 1 < x.b.value < ext and ext % x.b.value == 0:
+            out.add(x.b.value)
+    return out
+
+
 def layout_choices(blk: Block) -> list[LayoutChoice]:
-    """Every spatial axis that can go in the lanes, the output's last axis first."""
+    """Every spatial axis that can go in the lanes (whole, or within a group), the
+    output's last axis first."""
     spatial = [iv.var for iv in blk.iter_vars if iv.kind == "S"]
-    out = [c for v in reversed(spatial) if (c := layout_choice(blk, v)) is not None]
+    out = []
+    for v in reversed(spatial):
+        for g in [None, *sorted(_groups(blk, v))]:
+            c = layout_choice(blk, v, g)
+            if c is not None:
+                out.append(c)
+                break
     return sorted(out, key=lambda c: c.tile_map is not None)

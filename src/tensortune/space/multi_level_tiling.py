@@ -64,17 +64,24 @@ class MultiLevelTiling(ScheduleRule):
                 pack = sch.cache_read(block, idx, "global")
                 sch.transform_layout(pack, sch.get(pack).body.buffer.name,
                                      permutation_map(len(buf.shape), dim))
+        if choice is not None and choice.group is not None and vec_loop is not None:
+            # Groups: the part of the axis within a group goes in the lanes.
+            whole = vec_loop
+            outer, vec_loop = sch.split(whole, [None, choice.group])
+            # The group loop stays outside the register tile (S0/S1 only): inside it,
+            # the tile would be strided and its write-back could not be placed.
+            kinds = [(outer, "G") if lp is whole else (lp, k) for lp, k in kinds]
         if vec_loop is not None:  # the vector axis goes last in every tile level
             kinds = [kl for kl in kinds if kl[0] is not vec_loop] + [(vec_loop, "S")]
         n_s, n_r = self.structure.count("S"), self.structure.count("R")
         tiles: dict[str, list[list[LoopRV]]] = {"S": [[] for _ in range(n_s)],
                                                 "R": [[] for _ in range(n_r)]}
         for lp, kind in kinds:
-            n = n_s if kind == "S" else n_r
+            n = {"S": n_s, "R": n_r, "G": self._first_r_level()}[kind]
             factors = sch.sample_perfect_tile(lp, n=n, max_innermost_factor=(
                 self.max_innermost_factor if kind == "S" else 1 << 30))
             for level, new in enumerate(sch.split(lp, factors)):
-                tiles[kind][level].append(new)
+                tiles["S" if kind == "G" else kind][level].append(new)
         order: list[LoopRV] = []
         seen = {"S": 0, "R": 0}
         for ch in self.structure:

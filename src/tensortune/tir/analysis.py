@@ -65,6 +65,23 @@ def region(idx: Expr, inner: Ranges, ranges: Ranges) -> tuple[Expr, int, bool]:
     return IntImm(bnd[0]), bnd[1] - bnd[0] + 1, False
 
 
+def is_dense(idx: Expr, inner: Ranges, ranges: Ranges) -> bool:
+    """Whether ``idx`` takes every value of its region as ``inner`` vars vary (no holes:
+    ``8 * a + b`` with b in [0, 2) over a in [0, 4) has holes)."""
+    fixed: dict[Var, Expr] = {v: IntImm(r[0]) for v, r in ranges.items() if r[0] == r[1]}
+    e = simplify(substitute(idx, fixed), ranges)
+    inner = {v: r for v, r in inner.items() if v not in fixed}
+    parts = _split(e, inner)
+    if parts is None:
+        return False
+    span = 0
+    for k, (a, b) in sorted((abs(k), inner[v]) for v, k in parts[1].items()):
+        if b > a and k > span + 1:
+            return False
+        span += k * (b - a)
+    return True
+
+
 def union(regions: list[tuple[Expr, int, bool]], n: int) -> tuple[Expr, int, bool]:
     """The smallest region of the form (start, extent) holding all ``regions``, clipped to
     a dimension of size ``n``; starts must differ by constants to stay exact."""
