@@ -19,9 +19,9 @@ import sys
 import tempfile
 import time
 
-FLOPS = {"gmm": 2.15e9, "dense": 6.04e8, "c2d": 2.31e8, "bmm": 2.52e7, "tbg": 2.52e7,
-         "c1d": 1.26e7, "dep": 7.23e6, "nrm": 4.19e6, "smx": 2.6e6, "lnm": 3.1e6,
-         "convlayer": 2.31e8}
+FLOPS = {"gmm": 2.15e9, "dense": 6.04e8, "c2d": 2.31e8, "bmm": 2.52e7, "c1d": 1.26e7,
+         "c3d": 1.73e8, "grp": 5.78e7, "dil": 2.31e8, "dep": 7.23e6, "t2d": 5.14e7,
+         "nrm": 4.19e6, "smx": 2.6e6, "lnm": 3.1e6, "convlayer": 2.31e8, "tbg": 2.52e7}
 
 
 def workload(name: str):
@@ -75,6 +75,63 @@ def workload(name: str):
         i, j = te.reduce_axis((0, 512), "i"), te.reduce_axis((0, 512), "j")
         s = te.compute((8,), lambda b: te.sum(A[b, i, j] * A[b, i, j], axis=[i, j]))
         return [A, te.compute((8,), lambda b: te.sqrt(s[b]))]
+    if name in ("grp", "dil", "dep"):
+        # Same definitions as tensortune's workloads (conv.py): pad, then correlate.
+        c, groups, dil = {"grp": (64, 4, 1), "dil": (64, 1, 2), "dep": (128, 128, 1)}[name]
+        x = te.placeholder((1, c, 56, 56), name="x")
+        w = te.placeholder((c, c // groups, 3, 3), name="w")
+        xp = pad2(x, dil)
+        cg = c // groups
+        rc = te.reduce_axis((0, cg), "rc")
+        ry, rx = te.reduce_axis((0, 3), "ry"), te.reduce_axis((0, 3), "rx")
+        return [x, w, te.compute((1, c, 56, 56), lambda n, k, y, z: te.sum(
+            xp[n, k // cg * cg + rc, y + ry * dil, z + rx * dil] * w[k, rc, ry, rx],
+            axis=[rc, ry, rx]), name="conv")]
+    if name == "c1d":
+        x, w = te.placeholder((1, 64, 256), name="x"), te.placeholder((128, 64, 3), name="w")
+        xp = te.compute((1, 64, 258), lambda n, c, i: te.if_then_else(
+            te.all(i >= 1, i < 257), x[n, c, i - 1], 0.0), name="pad")
+        rc, rx = te.reduce_axis((0, 64), "rc"), te.reduce_axis((0, 3), "rx")
+        return [x, w, te.compute((1, 128, 256), lambda n, k, i: te.sum(
+            xp[n, rc, i + rx] * w[k, rc, rx], axis=[rc, rx]), name="conv")]
+    if name == "c3d":
+        x = te.placeholder((1, 16, 8, 28, 28), name="x")
+        w = te.placeholder((32, 16, 3, 3, 3), name="w")
+        xp = te.compute((1, 16, 10, 30, 30), lambda n, c, d, y, z: te.if_then_else(
+            te.all(d >= 1, d < 9, y >= 1, y < 29, z >= 1, z < 29),
+            x[n, c, d - 1, y - 1, z - 1], 0.0), name="pad")
+        rc = te.reduce_axis((0, 16), "rc")
+        rd, ry, rx = (te.reduce_axis((0, 3), n) for n in ("rd", "ry", "rx"))
+        return [x, w, te.compute((1, 32, 8, 28, 28), lambda n, k, d, y, z: te.sum(
+            xp[n, rc, d + rd, y + ry, z + rx] * w[k, rc, rd, ry, rx],
+            axis=[rc, rd, ry, rx]), name="conv")]
+    if name == "t2d":
+        # Zero-insert by the stride, pad by R-1-p, correlate with the flipped kernel.
+        x, w = te.placeholder((1, 64, 28, 28), name="x"), te.placeholder((64, 32, 4, 4), name="w")
+        xd = te.compute((1, 64, 59, 59), lambda n, c, y, z: te.if_then_else(
+            te.all(y >= 2, y < 57, z >= 2, z < 57, (y - 2) % 2 == 0, (z - 2) % 2 == 0),
+            x[n, c, (y - 2) // 2, (z - 2) // 2], 0.0), name="dilate_pad")
+        rc = te.reduce_axis((0, 64), "rc")
+        ry, rx = te.reduce_axis((0, 4), "ry"), te.reduce_axis((0, 4), "rx")
+        return [x, w, te.compute((1, 32, 56, 56), lambda n, k, y, z: te.sum(
+            xd[n, rc, y + ry, z + rx] * w[rc, k, 3 - ry, 3 - rx], axis=[rc, ry, rx]),
+            name="conv")]
+    if name == "smx":
+        X = te.placeholder((512, 1024), name="X")
+        j, j2 = te.reduce_axis((0, 1024), "j"), te.reduce_axis((0, 1024), "j2")
+        mx = te.compute((512,), lambda i: te.max(X[i, j], axis=j), name="rowmax")
+        sm = te.compute((512,), lambda i: te.sum(te.exp(X[i, j2] - mx[i]), axis=j2),
+                        name="rowsum")
+        return [X, te.compute((512, 1024), lambda i, n: te.exp(X[i, n] - mx[i]) / sm[i])]
+    if name == "lnm":
+        X = te.placeholder((512, 768), name="X")
+        g, b = te.placeholder((768,), name="gamma"), te.placeholder((768,), name="beta")
+        j, j2 = te.reduce_axis((0, 768), "j"), te.reduce_axis((0, 768), "j2")
+        tot = te.compute((512,), lambda i: te.sum(X[i, j], axis=j), name="rowsum")
+        sq = te.compute((512,), lambda i: te.sum(
+            (X[i, j2] - tot[i] / 768.0) * (X[i, j2] - tot[i] / 768.0), axis=j2), name="sqsum")
+        return [X, g, b, te.compute((512, 768), lambda i, n: (X[i, n] - tot[i] / 768.0)
+                                    / te.sqrt(sq[i] / 768.0 + 1e-5) * g[n] + b[n])]
     raise SystemExit(f"tvm_compare: no TVM definition of {name!r}; have {sorted(FLOPS)}")
 
 
