@@ -81,11 +81,12 @@ def _show(args: argparse.Namespace) -> int:
     import tensortune as tt
     from tensortune.codegen import emit_c, lower
     from tensortune.database import Database
-    from tensortune.search.tune import best_record
+    from tensortune.search.tune import best_record, tuned_func
 
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
     db = Database(args.db)
     target = tt.Target.host()
+    func = tuned_func(func, db, target)
     rec = best_record(func, db, target)
     sch = tt.Schedule(func)
     tt.Trace.from_json(rec.trace).apply(sch)

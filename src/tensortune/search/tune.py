@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,8 @@ from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
 from ..measure import BuildInput, LocalBuilder, LocalRunner, RunInput
-from ..reference import evaluate, random_inputs
+from ..reference import CheckError, check_close, evaluate, random_inputs
+from ..rewrite import stride_phase
 from ..schedule import Schedule, Trace
 from ..space import PostOrderApply, ScheduleFn, SpaceGenerator
 from ..tir.analysis import flop_count
@@ -105,12 +107,18 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          target: Target | None = None, strategy: str | SearchStrategy = "evolutionary",
          cost_model: Any = "lgbm", space: Any = None, batch_size: int = 16,
          seed: int | None = None, timeout: float = 10.0, name: str | None = None,
-         progress: Callable[[dict], None] | None = None) -> TuneResult:
-    """Search for the fastest correct schedule of ``func``; see the module docstring."""
+         progress: Callable[[dict], None] | None = None, rewrite: bool = True) -> TuneResult:
+    """Search for the fastest correct schedule of ``func``; see the module docstring.
+    With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
+    tuned instead, after a check on random inputs; ``result.func`` is the form tuned."""
     if not isinstance(func, PrimFunc):
         raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
     tgt = target or Target.host()
     db = _open(database)
+    ins = random_inputs(func)
+    expected = evaluate(func, ins)
+    if rewrite:
+        func = _rewritten(func, ins, expected)
     wl = func.structural_hash()
     flops = flop_count(func)
     db.add_workload(wl, name or func.name, func_str(func), flops)
@@ -123,8 +131,6 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     model = getattr(strat, "model", None)
     if isinstance(model, LGBMModel):
         model.base = transfer_model(db, wl, fp)
-    ins = random_inputs(func)
-    expected = evaluate(func, ins)
     builder = LocalBuilder(tgt)
     result = TuneResult(func, None, flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
@@ -185,6 +191,29 @@ def transfer_model(db: Database, workload: str, target: str) -> LGBMModel | None
     return base
 
 
+def _rewritten(func: PrimFunc, ins: list[np.ndarray], expected: list[np.ndarray]) -> PrimFunc:
+    new = stride_phase(func)
+    if new is None:
+        return func
+    try:
+        for got, want in zip(evaluate(new, ins), expected):
+            check_close(got, want)
+    except CheckError as e:  # a bug in the rewrite must not cost the user a result
+        warnings.warn(f"the stride-phase rewrite of {func.name} changed its result ({e}); "
+                      "tuning it as written", stacklevel=3)
+        return func
+    return new
+
+
+def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
+    """The form of ``func`` that ``tune`` searched: its rewrite if the database holds
+    records of that, else ``func`` itself."""
+    new = stride_phase(func)
+    if new is not None and db.top_k(new.structural_hash(), target.fingerprint(), 1):
+        return new
+    return func
+
+
 def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
     wl = func.structural_hash()
     top = db.top_k(wl, target.fingerprint(), 1)
@@ -208,6 +237,7 @@ def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
     """The kernel of the best checked record for ``func`` on this machine; no search."""
     tgt = target or Target.host()
     db = _open(database)
+    func = tuned_func(func, db, tgt)
     rec = best_record(func, db, tgt)
     sch = Schedule(func)
     Trace.from_json(rec.trace).apply(sch)

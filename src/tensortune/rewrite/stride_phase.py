@@ -1,0 +1,280 @@
+"""Stride-phase decomposition: a correlation over a zero-inserted input becomes one
+small dense correlation per output phase.
+
+A transposed convolution with stride s is written as a correlation over its input with
+s - 1 zeros inserted between elements (the `dilate_pad` stage). Three quarters of its
+multiply-adds (at s = 2 in 2-D) then multiply by an inserted zero. Split each strided
+output axis as ``y = s * yo + p``: for a fixed phase p only the kernel taps
+``r = r0(p) + s * a`` meet a non-zero, at input row ``yo + a + const``. Each of the s^d
+phases is a plain correlation with a kernel s times smaller per axis, reading the input
+directly (padded), and writes its strided part of the output. No zero is multiplied and
+no zero-inserted buffer is built. (EinNet derives such rewrites from tensor algebra; this
+one is the derivation for the zero-insertion pattern.)
+
+Before (T2D, 1-D view)::
+
+    D[i] = select(q <= i < Q and (i - q) % s == 0, X[(i - q) // s], 0)
+    C[y] = sum_r D[y + r] * W[R - 1 - r]
+After, for each p in range(s)::
+
+    C[s * yo + p] = sum_a Xp[yo + a + c(p)] * W[R - 1 - (r0(p) + s * a)]
+
+Example:
+    >>> new = stride_phase(tt.workloads.get("t2d"))     # None if the pattern is absent
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from ..schedule.tree import iter_blocks, readers, writers
+from ..tir.arith import affine, simplify
+from ..tir.expr import BinOp, BufferLoad, Expr, FloatImm, IntImm, Select, Var, structural_equal
+from ..tir.functor import free_vars, iter_exprs, rewrite_expr, substitute
+from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Stmt, seq
+
+
+@dataclass
+class _Dim:
+    """D[i] on one axis = X[(i - q) // s] where q <= i < q + s * (n - 1) + 1 and
+    (i - q) % s == 0; else 0 (s = 1 is plain padding)."""
+
+    q: int
+    s: int
+    n: int
+
+
+def _is_shift(e: Expr, v: Var, c: int) -> bool:
+    """Whether ``e`` is ``v + c``."""
+    aff = affine(e)
+    return aff is not None and aff[1] == c and len(aff[0]) == 1 and aff[0].get(v) == 1
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, BinOp) and e.op == "&&":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+def _parse_producer(blk: Block) -> tuple[Buffer, list[_Dim]] | None:
+    """The zero-inserting stage's source buffer and per-axis maps, None if not one."""
+    st = blk.body
+    if blk.is_reduction or not isinstance(st, BufferStore) or \
+            not isinstance(st.value, Select) or not isinstance(st.value.t, BufferLoad) or \
+            not (isinstance(st.value.f, FloatImm) and st.value.f.value == 0.0):
+        return None
+    src: BufferLoad = st.value.t
+    ivs = [iv.var for iv in blk.iter_vars]
+    if len(st.indices) != len(ivs) or any(a is not b for a, b in zip(st.indices, ivs)) or \
+            len(src.indices) != len(ivs):
+        return None
+    conds = _conjuncts(st.value.cond)
+    dims, used = [], 0
+    for d, (v, n) in enumerate(zip(ivs, src.buffer.shape)):
+        ix = src.indices[d]
+        s, num = 1, ix
+        if isinstance(ix, BinOp) and ix.op == "//" and isinstance(ix.b, IntImm):
+            s, num = ix.b.value, ix.a
+        aff = affine(num)
+        if aff is None or set(aff[0]) - {v} or aff[0].get(v) != 1:
+            return None
+        q = -aff[1]
+        want = []
+        if q != 0 or s != 1 or blk.iter_vars[d].extent != n:
+            want = [(">=", q), ("<", q + s * (n - 1) + 1)]
+        found = 0
+        for c in conds:
+            if not (isinstance(c, BinOp) and v in free_vars(c)):
+                continue
+            if (c.op, getattr(c.b, "value", None)) in want and c.a is v:
+                found += 1
+            elif s > 1 and c.op == "==" and isinstance(c.b, IntImm) and c.b.value == 0 and \
+                    isinstance(c.a, BinOp) and c.a.op == "%" and \
+                    isinstance(c.a.b, IntImm) and c.a.b.value == s and \
+                    _is_shift(c.a.a, v, -q):
+                found += 1
+            else:
+                return None  # a condition this rewrite does not understand
+        if found != len(want) + (s > 1):
+            return None
+        used += found
+        dims.append(_Dim(q, s, n))
+    if used != len(conds) or all(dm.s == 1 for dm in dims):
+        return None
+    return src.buffer, dims
+
+
+def stride_phase(func: PrimFunc) -> PrimFunc | None:
+    """The phase-decomposed function, or None when ``func`` has no reduction over a
+    zero-inserted buffer of the supported form (module docstring)."""
+    for blk, _ in iter_blocks(func.body):
+        if blk.name.endswith("_init"):
+            continue
+        parsed = _parse_producer(blk)
+        if parsed is None:
+            continue
+        (dbuf,) = {s.buffer for s in [blk.body] if isinstance(s, BufferStore)}
+        cons = readers(func, dbuf)
+        if dbuf not in func.alloc_buffers or len(cons) != 1 or \
+                len(writers(func, dbuf)) != 1:
+            continue
+        new = _rewrite(func, blk, cons[0], dbuf, *parsed)
+        if new is not None:
+            return new
+    return None
+
+
+def _rewrite(func: PrimFunc, prod: Block, con: Block, dbuf: Buffer, xbuf: Buffer,
+             dims: list[_Dim]) -> PrimFunc | None:
+    st = con.body
+    spatial = [iv.var for iv in con.iter_vars if iv.kind == "S"]
+    if not con.is_reduction or con.init is None or not isinstance(st, BufferStore) or \
+            len(st.indices) != len(spatial) or \
+            any(a is not b for a, b in zip(st.indices, spatial)):
+        return None
+    loads = [x for x in iter_exprs(st.value) if isinstance(x, BufferLoad) and x.buffer is dbuf]
+    if not loads or any(not structural_equal(ld.indices, loads[0].indices) for ld in loads):
+        return None
+    ext = {iv.var: iv.extent for iv in con.iter_vars}
+    kind = {iv.var: iv.kind for iv in con.iter_vars}
+    # Per strided axis: the consumer reads D at y + r + c (y spatial, r reduction).
+    axes: dict[int, tuple[Var, Var, int]] = {}
+    for d, dm in enumerate(dims):
+        aff = affine(loads[0].indices[d])
+        if aff is None:
+            return None
+        if dm.s == 1:
+            continue
+        coefs = aff[0]
+        ys = [v for v in coefs if kind.get(v) == "S"]
+        rs = [v for v in coefs if kind.get(v) == "R"]
+        if len(coefs) != 2 or len(ys) != 1 or len(rs) != 1 or \
+                coefs[ys[0]] != 1 or coefs[rs[0]] != 1:
+            return None
+        axes[d] = (ys[0], rs[0], aff[1])
+    # The padded source: X placed at offset `lo` per axis, zeros around it.
+    lo = [0] * len(dims)
+    hi = list(xbuf.shape)
+    phases: list[dict[int, tuple[int, int, int, int]]] = []
+    for combo in itertools.product(*[range(dims[d].s) for d in axes]):
+        ph = {}
+        for d, p in zip(axes, combo):
+            dm, (y, r, c) = dims[d], axes[d]
+            r0 = (dm.q - p - c) % dm.s
+            taps = math.ceil((ext[r] - r0) / dm.s)
+            outs = len(range(p, ext[y], dm.s))
+            if outs and taps <= 0:
+                return None  # outputs no tap reaches (kernel < stride): not supported
+            off = (p + r0 + c - dm.q) // dm.s  # exact: the numerator is a multiple of s
+            first, last = off, outs - 1 + taps - 1 + off
+            lo[d], hi[d] = max(lo[d], -first), max(hi[d], last + 1)
+            ph[d] = (r0, taps, off, outs)
+        if all(ph[d][3] for d in ph):  # a phase past the output's end has nothing to do
+            phases.append(ph)
+    pad_shape = tuple(lo[d] + hi[d] for d in range(len(dims)))
+    xp = Buffer(f"{xbuf.name}_pad", pad_shape, xbuf.dtype)
+    out: list[Stmt] = [_pad_nest(xp, xbuf, lo)]
+    for ph in phases:
+        out.append(_phase_block(con, dbuf, xp, dims, axes, ph, lo))
+    body = _replace(func.body, prod, con, seq(out))
+    allocs = tuple(b for b in func.alloc_buffers if b is not dbuf) + (xp,)
+    return PrimFunc(func.name, func.params, body, allocs, func.num_outputs)
+
+
+def _pad_nest(xp: Buffer, x: Buffer, lo: list[int]) -> Stmt:
+    ivs = [IterVar(Var(f"vi{i}"), n, "S") for i, n in enumerate(xp.shape)]
+    conds: Expr | None = None
+    src = []
+    for iv, lo_d, n in zip(ivs, lo, x.shape):
+        src.append(simplify(BinOp("-", iv.var, IntImm(lo_d), "int32")))
+        if lo_d or n != iv.extent:
+            for c in (BinOp(">=", iv.var, IntImm(lo_d), "bool"),
+                      BinOp("<", iv.var, IntImm(lo_d + n), "bool")):
+                conds = c if conds is None else BinOp("&&", conds, c, "bool")
+    val: Expr = BufferLoad(x, tuple(src))
+    if conds is not None:
+        val = Select(conds, val, FloatImm(0.0, x.dtype), x.dtype)
+    return _nest(Block(xp.name, tuple(ivs), (), BufferStore(xp, tuple(iv.var for iv in ivs),
+                                                              val)))
+
+
+def _phase_block(con: Block, dbuf: Buffer, xp: Buffer, dims: list[_Dim],
+                 axes: dict[int, tuple[Var, Var, int]],
+                 ph: dict[int, tuple[int, int, int, int]],
+                 lo: list[int]) -> Stmt:
+    sub: dict[Var, Expr] = {}
+    ivs = []
+    new_var = {}
+    for iv in con.iter_vars:
+        nv = Var(iv.var.name)
+        new_var[iv.var] = nv
+        extent = iv.extent
+        for d, (y, r, _) in axes.items():
+            r0, taps, _, outs = ph[d]
+            if iv.var is y:
+                extent = outs
+                sub[y] = BinOp("+", BinOp("*", nv, IntImm(dims[d].s), "int32"),
+                               IntImm(_phase_of(d, ph, dims, axes)), "int32")
+            elif iv.var is r:
+                extent = taps
+                sub[r] = BinOp("+", IntImm(r0), BinOp("*", nv, IntImm(dims[d].s), "int32"),
+                               "int32")
+        ivs.append(IterVar(nv, extent, iv.kind))
+        sub.setdefault(iv.var, nv)
+    st = con.body
+    assert isinstance(st, BufferStore) and con.init is not None
+    # D[..., y + r + c, ...] -> Xp[..., yo + a + off + lo, ...]; other axes as they were.
+    dl = next(x for x in iter_exprs(st.value) if isinstance(x, BufferLoad) and x.buffer is dbuf)
+    xidx = []
+    for d, ix in enumerate(dl.indices):
+        if d in axes:
+            y, r, _ = axes[d]
+            xidx.append(BinOp("+", BinOp("+", new_var[y], new_var[r], "int32"),
+                              IntImm(ph[d][2] + lo[d]), "int32"))
+        else:
+            xidx.append(BinOp("+", substitute(ix, sub), IntImm(lo[d] - dims[d].q), "int32"))
+    xload = BufferLoad(xp, tuple(simplify(i) for i in xidx))
+
+    def conv(e: Expr) -> Expr:
+        return rewrite_expr(e, lambda x: xload if isinstance(x, BufferLoad) and
+                            x.buffer is dbuf else None)
+
+    def fix(s: Stmt) -> Stmt:
+        assert isinstance(s, BufferStore)
+        return BufferStore(s.buffer, tuple(simplify(substitute(i, sub)) for i in s.indices),
+                           simplify(substitute(conv(s.value), sub)))
+
+    tag = "_".join(str(_phase_of(d, ph, dims, axes)) for d in axes)
+    blk = Block(f"{con.name}_p{tag}", tuple(ivs), (), fix(st), fix(con.init))
+    return _nest(blk)
+
+
+def _phase_of(d: int, ph: dict, dims: list[_Dim], axes: dict) -> int:
+    """The output phase p of axis d (recovered from r0 = (q - p - c) % s)."""
+    _, _, c = axes[d]
+    r0 = ph[d][0]
+    return (dims[d].q - c - r0) % dims[d].s
+
+
+def _nest(blk: Block) -> Stmt:
+    loops = [Var(iv.var.name[1:] if iv.var.name.startswith("v") else iv.var.name)
+             for iv in blk.iter_vars]
+    stmt: Stmt = blk.with_(bindings=tuple(loops))
+    for lv, iv in reversed(list(zip(loops, blk.iter_vars))):
+        stmt = For(lv, iv.extent, stmt)
+    return stmt
+
+
+def _replace(body: Stmt, prod: Block, con: Block, new: Stmt) -> Stmt:
+    """The body with the producer's nest removed and the consumer's replaced by ``new``."""
+    from ..schedule.tree import children
+
+    out = []
+    for top in children(body):
+        names = {b.name for b, _ in iter_blocks(top)}
+        if names == {prod.name}:
+            continue
+        out.append(new if names == {con.name} else top)
+    return seq(out)
