@@ -36,14 +36,20 @@ def test_phases_of_the_suite_t2d():
     g = stride_phase(tt.workloads.get("t2d"))
     assert g is not None
     text = str(g)
-    assert text.count('block("conv_p') == 4 and "x_pad = alloc(float32[1, 64, 30, 30]" in text
+    # Stride 2, even kernel and output: the phases are two spatial axes of one block
+    # whose buffer has the output's layout.
+    assert 'block("conv_phases"' in text and "x_pad = alloc(float32[1, 64, 30, 30]" in text
+    assert "conv_phases = alloc(float32[1, 32, 28, 2, 28, 2]" in text
+    # Stride 3: the first tap is not affine in the phase: one block per phase.
+    g3 = stride_phase(tt.workloads.get("t2d", C=4, K=4, H=5, W=5, R=6, stride=3, p=1))
+    assert g3 is not None and str(g3).count('block("conv_p') == 9
     assert stride_phase(tt.workloads.get("c2d")) is None
 
 
 def test_tune_and_compile_use_the_rewrite(tmp_path):
     f = tt.workloads.get("t2d", small=True)
     res = tt.tune(f, trials=4, database=tmp_path / "t.db", seed=0)
-    assert 'block("conv_p0_0"' in str(res.func)
+    assert 'block("conv_phases"' in str(res.func)
     ins = random_inputs(f)
     want = evaluate(f, ins)[0]
     check_close(res.kernel(*ins), want)

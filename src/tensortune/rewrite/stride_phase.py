@@ -7,9 +7,16 @@ multiply-adds (at s = 2 in 2-D) then multiply by an inserted zero. Split each st
 output axis as ``y = s * yo + p``: for a fixed phase p only the kernel taps
 ``r = r0(p) + s * a`` meet a non-zero, at input row ``yo + a + const``. Each of the s^d
 phases is a plain correlation with a kernel s times smaller per axis, reading the input
-directly (padded), and writes its strided part of the output. No zero is multiplied and
-no zero-inserted buffer is built. (EinNet derives such rewrites from tensor algebra; this
-one is the derivation for the zero-insertion pattern.)
+directly (padded). No zero is multiplied and no zero-inserted buffer is built.
+
+When the phases have equal extents and their first tap is affine in the phase (stride 2
+with an even kernel and output, as in T2D), they become one block with the phase as a
+spatial axis beside the output axis it splits; that block writes a buffer laid out like
+the output ([.., yo, py, ..]: y = s * yo + py), and a copy stage writes the output.
+Otherwise each phase is a block of its own writing a dense buffer, and an interleave
+stage gathers them. (Writing the output in place would give each phase a strided tile,
+which cache_write's write-back cannot cover.) EinNet derives such rewrites from tensor
+algebra; this one is the derivation for the zero-insertion pattern.
 
 Before (T2D, 1-D view)::
 
@@ -176,10 +183,23 @@ def _rewrite(func: PrimFunc, prod: Block, con: Block, dbuf: Buffer, xbuf: Buffer
     pad_shape = tuple(lo[d] + hi[d] for d in range(len(dims)))
     xp = Buffer(f"{xbuf.name}_pad", pad_shape, xbuf.dtype)
     out: list[Stmt] = [_pad_nest(xp, xbuf, lo)]
+    merged = _merged(con, dbuf, xp, dims, axes, phases, lo)
+    if merged is not None:
+        dst, nest = merged
+        out += [nest, _gather(st.buffer, dst, {d: dims[d].s for d in axes}, con.name)]
+        body = _replace(func.body, prod, con, seq(out))
+        allocs = tuple(b for b in func.alloc_buffers if b is not dbuf) + (xp, dst)
+        return PrimFunc(func.name, func.params, body, allocs, func.num_outputs)
+    parts = []
     for ph in phases:
-        out.append(_phase_block(con, dbuf, xp, dims, axes, ph, lo))
+        dst, nest = _phase_block(con, dbuf, xp, dims, axes, ph, lo)
+        out.append(nest)
+        parts.append((dst, {d: _phase_of(d, ph, dims, axes) for d in axes}))
+    assert isinstance(st, BufferStore)
+    out.append(_interleave(st.buffer, parts, {d: dims[d].s for d in axes}, con.name))
     body = _replace(func.body, prod, con, seq(out))
-    allocs = tuple(b for b in func.alloc_buffers if b is not dbuf) + (xp,)
+    allocs = tuple(b for b in func.alloc_buffers if b is not dbuf) + (xp,) + tuple(
+        b for b, _ in parts)
     return PrimFunc(func.name, func.params, body, allocs, func.num_outputs)
 
 
@@ -203,7 +223,7 @@ def _pad_nest(xp: Buffer, x: Buffer, lo: list[int]) -> Stmt:
 def _phase_block(con: Block, dbuf: Buffer, xp: Buffer, dims: list[_Dim],
                  axes: dict[int, tuple[Var, Var, int]],
                  ph: dict[int, tuple[int, int, int, int]],
-                 lo: list[int]) -> Stmt:
+                 lo: list[int]) -> tuple[Buffer, Stmt]:
     sub: dict[Var, Expr] = {}
     ivs = []
     new_var = {}
@@ -237,18 +257,137 @@ def _phase_block(con: Block, dbuf: Buffer, xp: Buffer, dims: list[_Dim],
             xidx.append(BinOp("+", substitute(ix, sub), IntImm(lo[d] - dims[d].q), "int32"))
     xload = BufferLoad(xp, tuple(simplify(i) for i in xidx))
 
+    # The phase's outputs go to a dense buffer of its own (a plain tile-able reduction);
+    # the interleave stage places them.
+    tag = "_".join(str(_phase_of(d, ph, dims, axes)) for d in axes)
+    out_ivs = [iv for iv in ivs if iv.kind == "S"]
+    dst = Buffer(f"{con.name}_p{tag}", tuple(iv.extent for iv in out_ivs), st.buffer.dtype)
+    here = BufferLoad(dst, tuple(iv.var for iv in out_ivs))
+
     def conv(e: Expr) -> Expr:
         return rewrite_expr(e, lambda x: xload if isinstance(x, BufferLoad) and
-                            x.buffer is dbuf else None)
+                            x.buffer is dbuf else here if isinstance(x, BufferLoad) and
+                            x.buffer is st.buffer else None)
 
     def fix(s: Stmt) -> Stmt:
         assert isinstance(s, BufferStore)
-        return BufferStore(s.buffer, tuple(simplify(substitute(i, sub)) for i in s.indices),
-                           simplify(substitute(conv(s.value), sub)))
+        return BufferStore(dst, here.indices, simplify(substitute(conv(s.value), sub)))
 
-    tag = "_".join(str(_phase_of(d, ph, dims, axes)) for d in axes)
-    blk = Block(f"{con.name}_p{tag}", tuple(ivs), (), fix(st), fix(con.init))
-    return _nest(blk)
+    blk = Block(dst.name, tuple(ivs), (), fix(st), fix(con.init))
+    return dst, _nest(blk)
+
+
+def _merged(con: Block, dbuf: Buffer, xp: Buffer, dims: list[_Dim],
+            axes: dict[int, tuple[Var, Var, int]],
+            phases: list[dict[int, tuple[int, int, int, int]]],
+            lo: list[int]) -> tuple[Buffer, Stmt] | None:
+    """All phases as one block, when every phase has the same extents and its first tap
+    and input offset are affine in the phase (always so at stride 2 with an even kernel
+    and output): the phase is then a spatial axis next to the output axis it splits,
+    ``y = s * yo + py``, and the block writes a buffer laid out like the output."""
+    s_of = {d: dims[d].s for d in axes}
+    if len(phases) != math.prod(s_of.values()):
+        return None
+    table: dict[int, list[tuple[int, int, int, int]]] = {d: [] for d in axes}
+    for d in axes:
+        for p in range(s_of[d]):
+            ph = next(ph for ph in phases if _phase_of(d, ph, dims, axes) == p)
+            table[d].append(ph[d])
+    slope: dict[int, tuple[int, int]] = {}
+    for d, rows in table.items():
+        r0s, tapss, offs, outss = zip(*rows)
+        if len(set(tapss)) != 1 or len(set(outss)) != 1:
+            return None
+        a, b = r0s[1] - r0s[0], offs[1] - offs[0]
+        if any(r0s[p] != r0s[0] + a * p or offs[p] != offs[0] + b * p
+               for p in range(s_of[d])):
+            return None
+        slope[d] = (a, b)
+    sub: dict[Var, Expr] = {}
+    ivs: list[IterVar] = []
+    new_var: dict[Var, Var] = {}
+    phase_var: dict[int, Var] = {}
+    for iv in con.iter_vars:
+        nv = Var(iv.var.name)
+        new_var[iv.var] = nv
+        ax = next((d for d, (y, r, _) in axes.items() if iv.var is y or iv.var is r), None)
+        if ax is None:
+            ivs.append(IterVar(nv, iv.extent, iv.kind))
+            sub[iv.var] = nv
+            continue
+        y, r, _ = axes[ax]
+        r0, taps, _, outs = table[ax][0]
+        if iv.var is y:
+            pv = Var(f"p{ax}")
+            phase_var[ax] = pv
+            ivs += [IterVar(nv, outs, "S"), IterVar(pv, s_of[ax], "S")]
+            sub[y] = nv * s_of[ax] + pv
+        else:
+            ivs.append(IterVar(nv, taps, "R"))
+            # Spatial axes come first, so the phase variable exists already.
+            sub[r] = nv * s_of[ax] + phase_var[ax] * slope[ax][0] + r0
+    st = con.body
+    assert isinstance(st, BufferStore) and con.init is not None
+    dl = next(x for x in iter_exprs(st.value) if isinstance(x, BufferLoad) and x.buffer is dbuf)
+    xidx = []
+    for d, ix in enumerate(dl.indices):
+        if d in axes:
+            y, r, _ = axes[d]
+            xidx.append(new_var[y] + new_var[r] + phase_var[d] * slope[d][1]
+                        + (table[d][0][2] + lo[d]))
+        else:
+            xidx.append(substitute(ix, sub) + (lo[d] - dims[d].q))
+    xload = BufferLoad(xp, tuple(simplify(i) for i in xidx))
+    out_ivs = [iv for iv in ivs if iv.kind == "S"]
+    dst = Buffer(f"{con.name}_phases", tuple(iv.extent for iv in out_ivs), st.buffer.dtype)
+    here = BufferLoad(dst, tuple(iv.var for iv in out_ivs))
+
+    def fix(x: Stmt) -> Stmt:
+        assert isinstance(x, BufferStore)
+        val = rewrite_expr(x.value, lambda e: xload if isinstance(e, BufferLoad) and
+                           e.buffer is dbuf else here if isinstance(e, BufferLoad) and
+                           e.buffer is st.buffer else None)
+        return BufferStore(dst, here.indices, simplify(substitute(val, sub)))
+
+    return dst, _nest(Block(dst.name, tuple(ivs), (), fix(st), fix(con.init)))
+
+
+def _gather(out: Buffer, src: Buffer, strides: dict[int, int], name: str) -> Stmt:
+    """out[..., y, ...] = src[..., y // s, y % s, ...]: the same layout, so a copy."""
+    ivs = [IterVar(Var(f"vo{i}"), n, "S") for i, n in enumerate(out.shape)]
+    idx: list[Expr] = []
+    for d, iv in enumerate(ivs):
+        if d in strides:
+            idx += [BinOp("//", iv.var, IntImm(strides[d]), "int32"),
+                    BinOp("%", iv.var, IntImm(strides[d]), "int32")]
+        else:
+            idx.append(iv.var)
+    return _nest(Block(name, tuple(ivs), (), BufferStore(
+        out, tuple(iv.var for iv in ivs), BufferLoad(src, tuple(idx)))))
+
+
+def _interleave(out: Buffer, parts: list[tuple[Buffer, dict[int, int]]],
+                strides: dict[int, int], name: str) -> Stmt:
+    """out[..., y, ...] = part_p[..., y // s, ...] for the phase p = y % s of each axis."""
+    ivs = [IterVar(Var(f"vo{i}"), n, "S") for i, n in enumerate(out.shape)]
+    val: Expr | None = None
+    for buf, phase in reversed(parts):
+        idx = tuple(BinOp("//", iv.var, IntImm(strides[d]), "int32") if d in strides
+                    else iv.var for d, iv in enumerate(ivs))
+        load: Expr = BufferLoad(buf, idx)
+        if val is None:
+            val = load
+            continue
+        cond: Expr | None = None
+        for d, p in phase.items():
+            c = BinOp("==", BinOp("%", ivs[d].var, IntImm(strides[d]), "int32"), IntImm(p),
+                      "bool")
+            cond = c if cond is None else BinOp("&&", cond, c, "bool")
+        assert cond is not None
+        val = Select(cond, load, val, out.dtype)
+    assert val is not None
+    return _nest(Block(name, tuple(ivs), (), BufferStore(out, tuple(iv.var for iv in ivs),
+                                                         val)))
 
 
 def _phase_of(d: int, ph: dict, dims: list[_Dim], axes: dict) -> int:
