@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .codegen import Target
 from .schedule import BlockRV, Schedule
+
+
+def _lanes(target: Target | None) -> int:
+    return (target or Target.host()).lanes("float32")
 
 
 def _register_tiled(sch: Schedule, name: str, pack: Callable[[BlockRV], None],
@@ -45,26 +50,46 @@ def _register_tiled(sch: Schedule, name: str, pack: Callable[[BlockRV], None],
     return sch
 
 
-def gmm(sch: Schedule, mr: int = 8, nr: int = 32) -> Schedule:
-    """B's [K, 32] panel is the region one panel iteration reads, so compute_at alone
-    packs it; the 8x32 tile becomes 16 zmm accumulators."""
-    return _register_tiled(sch, "C", lambda bp: sch.vectorize(sch.get_loops(bp)[-1]), mr, nr)
+def matmul_tile(target: Target | None = None) -> tuple[int, int]:
+    """The accumulator tile (rows, columns) for the target's vector width: two vectors
+    wide, as many rows as leave registers for the operands (8x32 = 16 zmm on AVX-512,
+    6x16 = 12 ymm on AVX2, both measured fastest of their sweeps on those machines)."""
+    lanes = _lanes(target)
+    return (8, 2 * lanes) if lanes >= 16 else (6, 2 * lanes)
 
 
-def dense(sch: Schedule, mr: int = 8, nr: int = 32) -> Schedule:
-    """The GMM recipe on X W^T: each 32-row slab of W is transposed into a [K, 32] panel
+def gmm(sch: Schedule, mr: int | None = None, nr: int | None = None) -> Schedule:
+    """B's [K, nr] panel is the region one panel iteration reads, so compute_at alone
+    packs it; the mr x nr tile lives in vector registers."""
+    dm, dn = matmul_tile()
+    return _register_tiled(sch, "C", lambda bp: sch.vectorize(sch.get_loops(bp)[-1]),
+                           mr or dm, nr or dn)
+
+
+def dense(sch: Schedule, mr: int | None = None, nr: int | None = None) -> Schedule:
+    """The GMM recipe on X W^T: each nr-row slab of W is transposed into a [K, nr] panel
     (transform_layout), and bias + relu are fused into the write-back of the tile."""
+    dm, dn = matmul_tile()
     return _register_tiled(
         sch, "matmul",
         lambda wp: sch.transform_layout(wp, "W_global", lambda n, kk: (kk, n)),
-        mr, nr, epilogue="Y")
+        mr or dm, nr or dn, epilogue="Y")
 
 
-def c2d(sch: Schedule, kb: int = 64, xb: int = 7) -> Schedule:
+def conv_tile(target: Target | None = None) -> tuple[int, int]:
+    """(channels, columns) of the conv accumulator tile: 64 x 7 (28 zmm) on AVX-512,
+    32 x 2 (8 ymm) on AVX2; each the fastest of a sweep on such a machine (AVX2, Zen 3:
+    32x2 115-119, 16x6 103-104, 32x3 69, 16x7 53, 64x7 46 GFLOP/s)."""
+    lanes = _lanes(target)
+    return (4 * lanes, 7) if lanes >= 16 else (4 * lanes, 2)
+
+
+def c2d(sch: Schedule, kb: int | None = None, xb: int | None = None) -> Schedule:
     """Output channels in vector lanes (weights packed to [K/kb, C, 3, 3, kb]), a tile of
     xb output columns x kb channels in registers (stored channel-innermost through
-    transform_layout), relu fused into the write-back, the padded input built once.
-    kb=64, xb=7 (28 zmm accumulators) measured fastest of (16..64) x (4..14) here."""
+    transform_layout), relu fused into the write-back, the padded input built once."""
+    dk, dx = conv_tile()
+    kb, xb = kb or dk, xb or dx
     conv = sch.get_block("conv")
     n, k, y, x, rc, ry, rx = sch.get_loops(conv)
     ko, ki = sch.split(k, [None, kb])
