@@ -49,3 +49,23 @@ def test_transfer_model_from_other_workloads(tmp_path):
     own = LGBMModel()
     own.base = base
     assert own.trained and own.predict(probe).shape == (50,)
+
+
+def test_transferred_model_weight_follows_its_ranking_of_own_measurements():
+    from tensortune.cost_model import rank_correlation
+
+    rng = np.random.default_rng(2)
+    x = rng.random((300, FEATURES))
+    good, bad = LGBMModel(), LGBMModel()
+    good.update(x[:200], x[:200, 4])          # ranks this workload's programs well
+    bad.update(x[:200], -x[:200, 4])          # ranks them backwards
+    for base, expect_used in ((good, True), (bad, False)):
+        own = LGBMModel()
+        own.base = base
+        own.update(x[200:], x[200:, 4] + 0.01 * rng.random(100))
+        assert (own.base_weight > 0.3) == expect_used
+        if not expect_used:   # a misleading base model changes nothing
+            assert own.base_weight == 0.0
+            assert np.allclose(own.predict(x[:10]), own.booster.predict(x[:10]))
+    assert abs(rank_correlation(np.arange(5.0), np.arange(5.0) ** 3) - 1.0) < 1e-12
+    assert rank_correlation(np.arange(5.0), np.ones(5)) == 0.0

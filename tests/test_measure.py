@@ -99,3 +99,13 @@ def test_cache_flush_timing(data):
     with LocalRunner(repeat=2, min_repeat_ms=1, flush_cache=True) as runner:
         res = runner.run([RunInput(b.lib_path, FUNC, "gmm", ins, exp)])[0]
     assert res.ok and len(res.latencies) == 2
+
+
+def test_early_stop_times_a_slow_candidate_once(data):
+    ins, exp = data
+    lib = LocalBuilder().build([BuildInput(FUNC, _kernel(GOOD))])[0].lib_path
+    with LocalRunner(repeat=5, min_repeat_ms=1) as r:
+        full = r.run([RunInput(lib, FUNC, "k", ins, exp, cutoff=10.0)])[0]
+        stopped = r.run([RunInput(lib, FUNC, "k", ins, exp, cutoff=1e-12)])[0]
+    assert full.ok and len(full.latencies) == 5
+    assert stopped.ok and len(stopped.latencies) == 1 and stopped.latencies[0] > 1e-12

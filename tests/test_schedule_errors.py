@@ -136,3 +136,34 @@ def test_reverse_compute_at_refuses_a_strided_tile():
     sch.reverse_compute_at(wb, i)
     ins = random_inputs(sch.func)
     check_close(tt.build(sch)(*ins), evaluate(sch.func, ins)[0])
+
+
+@pytest.mark.parametrize("name, shape", [("c2d", dict(C=4, K=8, H=6, W=6)),
+                                         ("smx", dict(M=4, N=24)), ("lnm", dict(M=4, N=24))])
+def test_can_compute_at_agrees_with_compute_at(name, shape):
+    """The cheap legality check used to sample compute locations says yes exactly where
+    compute_at succeeds, for every block and loop of sampled programs."""
+    from tensortune.schedule.compute_location import can_compute_at, compute_at
+    from tensortune.schedule.tree import iter_blocks
+    from tensortune.space import PostOrderApply, sample
+
+    f = tt.workloads.get(name, **shape)
+    gen = PostOrderApply.default(tt.Target.host())
+    checked = 0
+    for seed, space in enumerate(gen.generate(f) * 2):
+        sch = sample(f, space, seed, gen.postprocs)
+        if sch is None:
+            continue
+        func = sch.func
+        blocks = [b.name for b, _ in iter_blocks(func.body)]
+        loops = {lp.var for _, path in iter_blocks(func.body) for lp in path}
+        for b in blocks:
+            for v in loops:
+                try:
+                    compute_at(func, b, v)
+                    ok = True
+                except tt.ScheduleError:
+                    ok = False
+                assert can_compute_at(func, b, v) == ok, (b, v.name)
+                checked += ok
+    assert checked > 0

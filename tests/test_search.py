@@ -74,3 +74,23 @@ def test_bad_inputs():
         tt.tune(FUNCS["gmm"], trials=1, cost_model="nope")
     with pytest.raises(tt.TensorTuneError, match="tune takes a PrimFunc"):
         tt.tune("gmm", trials=1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), extent=st.sampled_from([64, 96, 56, 1024, 7 * 36]),
+       limit=st.sampled_from([4, 8, 32]))
+def test_tile_mutations_keep_the_inner_product_bound(seed, extent, limit):
+    import math
+
+    from tensortune.schedule.sampling import sample_perfect_tile
+    from tensortune.search.mutator import _mutate_tile
+
+    rng = random.Random(seed)
+    d = sample_perfect_tile(rng, extent, 4, limit, inner=2)
+    assert math.prod(d) == extent
+    for _ in range(10):
+        new = _mutate_tile(d, limit, rng, inner=2)
+        if new is None:
+            break
+        assert math.prod(new) == extent and new[2] * new[3] <= limit
+        d = new

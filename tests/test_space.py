@@ -96,3 +96,45 @@ def test_row_reductions_can_join_their_consumers_row_loop():
             if "for n in" in text:  # (else fused with the row loop for parallelism)
                 assert 'block("row' not in text[text.index("for n in"):]
     assert fused and len(seen) > 1  # one row loop for all stages, and other placements
+
+
+def test_register_tile_is_sampled_within_the_budget():
+    """The spatial levels inside the first reduction level form the register tile: along
+    the vector axis at most 4 vectors, along each other axis at most max_tile_factor."""
+    import math
+
+    f = tt.workloads.get("gmm", M=256, N=256, K=64)
+    rule = MultiLevelTiling(lanes=8, max_tile_factor=8)
+    space = PostOrderApply([rule]).generate(f)[0]
+    tiles = [(i, ins) for i, ins in enumerate(space.insts) if ins.kind == "sample_perfect_tile"
+             and ins.attr("inner") == 2]
+    assert sorted(ins.attr("max_innermost_factor") for _, ins in tiles) == [8, 32]
+    for seed in range(20):
+        sch = sample(f, space, seed=seed)
+        for i, ins in tiles:
+            d = sch.trace.decisions[i]
+            assert math.prod(d) == 256 and d[2] * d[3] <= ins.attr("max_innermost_factor")
+
+
+def test_matmul_operand_in_the_lanes_is_packed_into_panels():
+    """B feeds the lanes and is reused across rows: a copy of it is placed at a sampled
+    loop; at the tile walk over columns it is a [K, tile] panel, and results stay exact."""
+    import numpy as np
+
+    from tensortune.codegen import lower
+    from tensortune.reference import check_close, random_inputs
+
+    f = tt.workloads.get("gmm", M=32, N=64, K=16)
+    space = PostOrderApply([MultiLevelTiling(lanes=8)]).generate(f)[0]
+    kinds = _kinds(space)
+    assert kinds.count("cache_read") == 1 and "sample_compute_location" in kinds
+    shapes = set()
+    for seed in range(12):
+        sch = sample(f, space, seed=seed)
+        # Lowering allocates the copy at its loop, shrunk to the region used there.
+        alloc = [ln for ln in str(lower(sch.func)).splitlines() if "B_global = alloc" in ln]
+        assert alloc  # one copy per iteration of the sampled loop (unrolled loops repeat it)
+        shapes |= {ln.split("alloc(")[1].split(")")[0] for ln in alloc}
+        a, b = random_inputs(f)
+        check_close(tt.build(sch)(a, b), a.astype(np.float64) @ b)
+    assert len(shapes) > 1  # the location (and so the panel) varies with the draw

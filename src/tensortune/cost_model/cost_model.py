@@ -66,12 +66,29 @@ class RandomModel(CostModel):
         return self.rng.random(len(x))
 
 
+def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation (ties broken by position); 0 when either is constant."""
+    if len(a) < 2:
+        return 0.0
+    ra = np.argsort(np.argsort(a)).astype(np.float64)
+    rb = np.argsort(np.argsort(b)).astype(np.float64)
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
 class LGBMModel(CostModel):
+    """``base`` is a model trained on other workloads (transfer). Its predictions are mixed
+    in with a weight that follows how well it ranks this workload's own measurements
+    (half its rank correlation, 0 when it misleads): a base model that knew other
+    workloads can steer a search away from this one's best programs."""
+
     def __init__(self, num_rounds: int = 80, min_rows: int = 16) -> None:
         self.num_rounds = num_rounds
         self.min_rows = min_rows
         self.booster: Any = None
-        self.base: LGBMModel | None = None  # a model trained on other workloads
+        self.base: LGBMModel | None = None
+        self.base_weight = 0.0
 
     @property
     def trained(self) -> bool:
@@ -86,13 +103,17 @@ class LGBMModel(CostModel):
                   "min_data_in_leaf": 2, "verbose": -1, "num_threads": 1, "seed": 0}
         self.booster = lgb.train(params, lgb.Dataset(np.asarray(x), np.asarray(y)),
                                  num_boost_round=self.num_rounds)
+        if self.base is not None and self.base.trained:
+            rho = rank_correlation(self.base.predict(np.asarray(x)), np.asarray(y))
+            self.base_weight = 0.5 * max(0.0, rho)
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x)
         if self.booster is not None:
             own = np.asarray(self.booster.predict(x))
             if self.base is not None and self.base.trained:
-                return 0.7 * own + 0.3 * self.base.predict(x)
+                w = self.base_weight
+                return own if w == 0 else (1 - w) * own + w * self.base.predict(x)
             return own
         if self.base is not None and self.base.trained:
             return self.base.predict(x)

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..codegen import Target
 from ..reference import evaluate, random_inputs
 from .builder import BuildInput, BuildResult, LocalBuilder
 from .runner import LocalRunner, RunInput, RunResult
 
 
 def measure(obj: Any, *, repeat: int = 7, min_repeat_ms: float = 50.0, timeout: float = 60.0,
-            runner: LocalRunner | None = None) -> RunResult:
+            runner: LocalRunner | None = None, target: Target | None = None) -> RunResult:
     """Build the current program of a ``Schedule`` (or a PrimFunc), check it against the
     reference of the original function on random inputs, and time it."""
     func = getattr(obj, "func", obj)
     original = getattr(obj, "original", func)
-    built = LocalBuilder().build([BuildInput(func)])[0]
+    built = LocalBuilder(target).build([BuildInput(func)])[0]
     if not built.ok:
         return RunResult(error_kind=built.error_kind, error_msg=built.error_msg)
     ins = random_inputs(original)

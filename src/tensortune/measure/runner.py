@@ -26,13 +26,15 @@ from ..tir.stmt import PrimFunc
 
 @dataclass(frozen=True)
 class RunInput:
-    """``key`` names the (inputs, expected) pair so the worker receives arrays only once."""
+    """``key`` names the (inputs, expected) pair so the worker receives arrays only once.
+    A candidate whose first timing exceeds ``cutoff`` seconds is timed only once."""
 
     lib_path: str
     func: PrimFunc
     key: str
     inputs: list[np.ndarray]
     expected: list[np.ndarray] | None = None
+    cutoff: float | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ class LocalRunner:
                "inputs": inp.inputs if send_arrays else None,
                "expected": (inp.expected if self.check else None) if send_arrays else None,
                "repeat": self.repeat, "min_repeat_s": self.min_repeat_s,
-               "flush_bytes": self.flush_bytes}
+               "flush_bytes": self.flush_bytes, "cutoff": inp.cutoff}
         self._runs += 1
         try:
             self._conn.send(msg)

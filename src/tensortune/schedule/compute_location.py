@@ -114,11 +114,11 @@ def _insert(func: PrimFunc, var: Var, stmt: Stmt, index_fn) -> PrimFunc:
     return replace_loop(func, var, fn)
 
 
-def compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
-    """Move producer block ``name`` under loop ``var`` of its consumers, computing per
-    iteration only the region they read there (see the module docstring for an example).
-    The block must write one intermediate buffer whose consumers all lie inside ``var``.
-    """
+def _check_compute_at(func: PrimFunc, name: str, var: Var
+                      ) -> tuple[Block, Buffer, For, Path, set[str], int]:
+    """Every legality check of compute_at, without building anything: the block, the
+    buffer it writes, the loop and its path, the blocks under it and where in the loop's
+    body the moved block goes. Sampling a compute location runs this for every loop."""
     what = f"compute_at({name}, {var.name})"
     blk, bpath = find_block(func, name)
     loop, lpath = find_loop(func, var)
@@ -140,7 +140,38 @@ def compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
     pos = order(func)
     check(pos[name] < min(pos[c.name] for c in consumers),
           f"{what}: block {name} comes after its consumers")
-    dims = _store_dims(blk, buf, what)
+    _store_dims(blk, buf, what)
+    # The moved block goes after the producers of its other inputs inside the loop and
+    # before the first consumer of its output; the block is not under the loop, so the
+    # loop's body is the same once it is removed.
+    need = set(reads(blk)) - {buf}
+    parts = children(loop.body)
+    after = [i + 1 for i, p in enumerate(parts)
+             if any(need & set(writes(b)) for b in blocks_under(p))]
+    before = [i for i, p in enumerate(parts) if any(buf in reads(b) for b in blocks_under(p))]
+    at = max(after, default=0)
+    check(not before or at <= min(before),
+          f"{what}: inside loop {var.name}, the inputs of {name} are produced after its "
+          "first consumer")
+    return blk, buf, loop, lpath, under, at
+
+
+def can_compute_at(func: PrimFunc, name: str, var: Var) -> bool:
+    """Whether ``compute_at(func, name, var)`` is legal (cheap: nothing is built)."""
+    try:
+        _check_compute_at(func, name, var)
+    except ScheduleError:
+        return False
+    return True
+
+
+def compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
+    """Move producer block ``name`` under loop ``var`` of its consumers, computing per
+    iteration only the region they read there (see the module docstring for an example).
+    The block must write one intermediate buffer whose consumers all lie inside ``var``.
+    """
+    blk, buf, loop, lpath, under, at = _check_compute_at(func, name, var)
+    dims = _store_dims(blk, buf, f"compute_at({name}, {var.name})")
     per_dim: list[list[tuple[Expr, int, bool]]] = [[] for _ in buf.shape]
     for c, cpath in iter_blocks(func.body):
         if c.name in under and buf in reads(c) and c.name != name:
@@ -152,20 +183,7 @@ def compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
         lo, ext, _ = union(regs, buf.shape[d])
         spans[dims[d]] = (lo, ext)
     nest = _nest(blk, spans, lpath + (loop,))
-    f2 = remove_block(func, name)
-    need = set(reads(blk)) - {buf}
-
-    def index(parts: list[Stmt]) -> int:
-        after = [i + 1 for i, p in enumerate(parts)
-                 if any(need & set(writes(b)) for b in blocks_under(p))]
-        before = [i for i, p in enumerate(parts) if any(buf in reads(b) for b in blocks_under(p))]
-        i = max(after, default=0)
-        if before and i > min(before):
-            raise ScheduleError(f"{what}: inside loop {var.name}, the inputs of {name} are "
-                                f"produced after its first consumer")
-        return i
-
-    return _insert(f2, var, nest, index)
+    return _insert(remove_block(func, name), var, nest, lambda parts: at)
 
 
 def reverse_compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:

@@ -30,13 +30,14 @@ def prime_factors(n: int) -> list[int]:
 
 
 def sample_perfect_tile(rng: random.Random, extent: int, n: int,
-                        max_innermost: int) -> list[int]:
-    """n factors whose product is ``extent``, the innermost at most ``max_innermost``."""
+                        max_innermost: int, inner: int = 1) -> list[int]:
+    """n factors whose product is ``extent``; the product of the ``inner`` innermost ones
+    is at most ``max_innermost`` (inner=2 bounds a register tile made of two levels)."""
     for _ in range(100):
         tiles = [1] * n
         for p in prime_factors(extent):
             tiles[rng.randrange(n)] *= p
-        if tiles[-1] <= max_innermost:
+        if math.prod(tiles[n - inner:]) <= max_innermost:
             return tiles
     tiles = [1] * n
     tiles[0] = extent
@@ -44,14 +45,14 @@ def sample_perfect_tile(rng: random.Random, extent: int, n: int,
 
 
 def check_perfect_tile(decision: Any, extent: int, n: int, max_innermost: int,
-                       where: str) -> list[int]:
+                       where: str, inner: int = 1) -> list[int]:
     ok = isinstance(decision, (list, tuple)) and len(decision) == n and \
         all(isinstance(x, int) and x > 0 for x in decision) and math.prod(decision) == extent
     check(ok, f"{where}: decision {decision} must be {n} positive ints whose product is the "
               f"loop extent {extent}")
-    check(decision[-1] <= max_innermost,
-          f"{where}: innermost factor {decision[-1]} exceeds max_innermost_factor "
-          f"{max_innermost}")
+    check(math.prod(decision[n - inner:]) <= max_innermost,
+          f"{where}: the product of the {inner} innermost factor(s) of {decision} exceeds "
+          f"max_innermost_factor {max_innermost}")
     return list(decision)
 
 

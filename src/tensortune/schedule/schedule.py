@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import ScheduleError, check
 from ..tir.expr import Var
 from ..tir.stmt import ForKind, PrimFunc
-from ..tir.verify import verify
+from ..tir.verify import verify as _verify
 from . import cache, compute_location, inline, loops, reduction, sampling
 from .index_map import IndexMap
 from .trace import BlockRV, ExprRV, Instruction, LoopRV, RootRV, Trace
@@ -48,12 +48,15 @@ ROOT = RootRV()
 
 class Schedule:
     """A function being scheduled (``sch.func``), its original (``sch.original``) and the
-    trace of everything applied (``sch.trace``). ``seed`` makes sampling deterministic."""
+    trace of everything applied (``sch.trace``). ``seed`` makes sampling deterministic.
+    ``verify=False`` skips the IR verifier after each primitive: the search replays
+    thousands of traces and the builder verifies each candidate before compiling it."""
 
-    def __init__(self, func: PrimFunc, *, seed: int | None = None) -> None:
+    def __init__(self, func: PrimFunc, *, seed: int | None = None, verify: bool = True) -> None:
         if not isinstance(func, PrimFunc):
             raise ScheduleError(f"Schedule takes a PrimFunc, got {type(func).__name__}")
-        verify(func)
+        self.verify = verify
+        _verify(func)
         self.original = func
         self.func = func
         self.trace = Trace()
@@ -106,7 +109,8 @@ class Schedule:
                                       tuple(outputs)), decision)
 
     def _commit(self, func: PrimFunc) -> None:
-        verify(func)
+        if self.verify:
+            _verify(func)
         self.func = func
 
     # ------------------------------------------------------------------ queries
@@ -258,16 +262,22 @@ class Schedule:
 
     # ------------------------------------------------------------------ sampling
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
-                            decision: list[int] | None = None) -> list[ExprRV]:
+                            decision: list[int] | None = None, inner: int = 1
+                            ) -> list[ExprRV]:
+        """``n`` factors of the loop's extent; the product of the ``inner`` innermost is at
+        most ``max_innermost_factor``."""
         lp, _ = find_loop(self.func, self._loop(loop, "sample_perfect_tile"))
         where = f"sample_perfect_tile({lp.var.name})"
+        check(1 <= inner <= n, f"{where}: inner={inner} must be in [1, n={n}]")
         if decision is None:
-            decision = sampling.sample_perfect_tile(self.rng, lp.extent, n, max_innermost_factor)
+            decision = sampling.sample_perfect_tile(self.rng, lp.extent, n, max_innermost_factor,
+                                                    inner)
         decision = sampling.check_perfect_tile(decision, lp.extent, n, max_innermost_factor,
-                                               where)
+                                               where, inner)
         rvs = [self._new(ExprRV, f) for f in decision]
         self._record("sample_perfect_tile", [loop],
-                     {"n": n, "max_innermost_factor": max_innermost_factor}, rvs, decision)
+                     {"n": n, "max_innermost_factor": max_innermost_factor} |
+                     ({"inner": inner} if inner != 1 else {}), rvs, decision)
         return rvs
 
     def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
@@ -294,14 +304,8 @@ class Schedule:
             return out
         con, path = find_block(self.func, cons[0].name)
         moving = access_loop_vars(con, writes(blk))
-        for lp in path:
-            if lp.var not in moving:
-                continue
-            try:
-                compute_location.compute_at(self.func, name, lp.var)
-                out.append(lp.var)
-            except ScheduleError:
-                pass
+        out += [lp.var for lp in path
+                if lp.var in moving and compute_location.can_compute_at(self.func, name, lp.var)]
         return out
 
     def sample_compute_location(self, block: BlockRV,

@@ -69,24 +69,34 @@ def blocks_under(s: Stmt) -> list[Block]:
     return [b for b, _ in iter_blocks(s)]
 
 
+# Blocks are immutable and compared by identity, so what a block reads and writes is
+# computed once per block object (legality checks ask it for every block, many times).
 def writes(b: Block) -> list[Buffer]:
-    out: list[Buffer] = []
-    for st in walk(b.body):
-        if isinstance(st, BufferStore) and st.buffer not in out:
-            out.append(st.buffer)
-    return out
+    cached = b.__dict__.get("_writes")
+    if cached is None:
+        out: list[Buffer] = []
+        for st in walk(b.body):
+            if isinstance(st, BufferStore) and st.buffer not in out:
+                out.append(st.buffer)
+        cached = tuple(out)
+        object.__setattr__(b, "_writes", cached)
+    return list(cached)
 
 
 def reads(b: Block) -> list[Buffer]:
     """Buffers the block reads, in order of first appearance (its own accumulator last)."""
-    out: list[Buffer] = []
-    own = writes(b)
-    for st in walk(b.body):
-        for e in stmt_exprs(st):
-            for x in iter_exprs(e):
-                if isinstance(x, BufferLoad) and x.buffer not in out:
-                    out.append(x.buffer)
-    return [x for x in out if x not in own] + [x for x in out if x in own]
+    cached = b.__dict__.get("_reads")
+    if cached is None:
+        out: list[Buffer] = []
+        own = writes(b)
+        for st in walk(b.body):
+            for e in stmt_exprs(st):
+                for x in iter_exprs(e):
+                    if isinstance(x, BufferLoad) and x.buffer not in out:
+                        out.append(x.buffer)
+        cached = tuple([x for x in out if x not in own] + [x for x in out if x in own])
+        object.__setattr__(b, "_reads", cached)
+    return list(cached)
 
 
 def loads_of(b: Block, buf: Buffer) -> list[BufferLoad]:

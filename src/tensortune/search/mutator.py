@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -20,7 +21,8 @@ from ..schedule.sampling import prime_factors
 from .search_strategy import Candidate
 
 
-def _mutate_tile(d: list[int], max_inner: int, rng: random.Random) -> list[int] | None:
+def _mutate_tile(d: list[int], max_inner: int, rng: random.Random, inner: int = 1
+                 ) -> list[int] | None:
     src = [i for i, x in enumerate(d) if x > 1]
     if not src or len(d) < 2:
         return None
@@ -31,7 +33,7 @@ def _mutate_tile(d: list[int], max_inner: int, rng: random.Random) -> list[int] 
         new = list(d)
         new[a] //= p
         new[b] *= p
-        if new[-1] <= max_inner:
+        if math.prod(new[len(new) - inner:]) <= max_inner:
             return new
     return None
 
@@ -53,7 +55,8 @@ def mutate(cand: Candidate, space: Trace, rng: random.Random
         d = cand.decisions[i]
         nd: Any
         if inst.kind == "sample_perfect_tile":
-            nd = _mutate_tile(list(d), int(inst.attr("max_innermost_factor", 1 << 30)), rng)
+            nd = _mutate_tile(list(d), int(inst.attr("max_innermost_factor", 1 << 30)), rng,
+                              int(inst.attr("inner", 1)))
         elif inst.kind == "sample_categorical":
             n = len(inst.attr("candidates", []))
             nd = rng.randrange(n) if n > 1 else None

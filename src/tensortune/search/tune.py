@@ -107,10 +107,13 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          target: Target | None = None, strategy: str | SearchStrategy = "evolutionary",
          cost_model: Any = "lgbm", space: Any = None, batch_size: int = 16,
          seed: int | None = None, timeout: float = 10.0, name: str | None = None,
-         progress: Callable[[dict], None] | None = None, rewrite: bool = True) -> TuneResult:
+         progress: Callable[[dict], None] | None = None, rewrite: bool = True,
+         early_stop: float = 2.0) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
-    tuned instead, after a check on random inputs; ``result.func`` is the form tuned."""
+    tuned instead, after a check on random inputs; ``result.func`` is the form tuned.
+    A candidate whose first timing is over ``early_stop`` times the best latency so far is
+    timed once, not ``repeat`` times (it cannot become the best)."""
     if not isinstance(func, PrimFunc):
         raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
     tgt = target or Target.host()
@@ -146,7 +149,9 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
             for cand, b in zip(batch, built):
                 if b.ok:
                     assert b.lib_path is not None
-                    r = runner.run([RunInput(b.lib_path, cand.sch.func, wl, ins, expected)])[0]
+                    cutoff = early_stop * best_lat if best_lat < float("inf") else None
+                    r = runner.run([RunInput(b.lib_path, cand.sch.func, wl, ins, expected,
+                                             cutoff)])[0]
                     lat, ek, em = r.latencies, r.error_kind, r.error_msg
                 else:
                     lat, ek, em = [], b.error_kind, b.error_msg

@@ -19,18 +19,28 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
-from ..schedule.tree import readers, writes
+from ..schedule.tree import loads_of, readers, reads, writes
 from ..tir.functor import free_vars
 from .layout import LayoutChoice, layout_choices, permutation_map
 from .schedule_rule import ScheduleRule, has_reuse, is_elementwise, loop_kinds
 
 
 class MultiLevelTiling(ScheduleRule):
+    """``lanes``: float32 lanes of the target's vectors. The register tile (the spatial
+    levels after the first reduction level, all unrolled) is sampled within a budget so
+    that it can live in registers: at most ``4 * lanes`` along the vector axis and
+    ``max_tile_factor`` along each other spatial axis. Unbounded, a random tile of a
+    1024-long axis spans about 32 elements per axis, a tile that never fits the 16
+    registers of AVX2."""
+
     def __init__(self, structure: str = "SSRSRS", max_innermost_factor: int = 64,
-                 fuse_epilogue: bool = True) -> None:
+                 fuse_epilogue: bool = True, lanes: int = 16, max_tile_factor: int = 8
+                 ) -> None:
         self.structure = structure
         self.max_innermost_factor = max_innermost_factor
         self.fuse_epilogue = fuse_epilogue
+        self.lanes = lanes
+        self.max_tile_factor = max_tile_factor
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         blk = sch.get(block)
@@ -76,10 +86,20 @@ class MultiLevelTiling(ScheduleRule):
         n_s, n_r = self.structure.count("S"), self.structure.count("R")
         tiles: dict[str, list[list[LoopRV]]] = {"S": [[] for _ in range(n_s)],
                                                 "R": [[] for _ in range(n_r)]}
+        s_loops = [lp for lp, k in kinds if k == "S"]
+        vec_axis = vec_loop if vec_loop is not None else (s_loops[-1] if s_loops else None)
+        lane_vars = set() if vec_axis is None else {
+            iv.var for iv, b in zip(sch.get(block).iter_vars, sch.get(block).bindings)
+            if sch.get(vec_axis).var in free_vars(b)}
         for lp, kind in kinds:
             n = {"S": n_s, "R": n_r, "G": self._first_r_level()}[kind]
-            factors = sch.sample_perfect_tile(lp, n=n, max_innermost_factor=(
-                self.max_innermost_factor if kind == "S" else 1 << 30))
+            if kind == "S":
+                limit = min(self.max_innermost_factor, 4 * self.lanes if lp is vec_axis
+                            else self.max_tile_factor)
+                factors = sch.sample_perfect_tile(lp, n=n, max_innermost_factor=limit,
+                                                  inner=n_s - self._first_r_level())
+            else:
+                factors = sch.sample_perfect_tile(lp, n=n, max_innermost_factor=1 << 30)
             for level, new in enumerate(sch.split(lp, factors)):
                 tiles["S" if kind == "G" else kind][level].append(new)
         order: list[LoopRV] = []
@@ -88,6 +108,7 @@ class MultiLevelTiling(ScheduleRule):
             order += tiles[ch][seen[ch]]
             seen[ch] += 1
         sch.reorder(*order)
+        self._pack_panels(sch, block, choice, lane_vars)
         # The register tile: S loops after the first reduction level.
         inner_s = [lp for level in tiles["S"][self._first_r_level():] for lp in level]
         for lp in inner_s[:-1]:
@@ -114,6 +135,29 @@ class MultiLevelTiling(ScheduleRule):
             sch.unroll(lp)
         sch.vectorize(wb_loops[-1])
         sch.decompose_reduction(block, tiles["R"][0][0])
+
+    @staticmethod
+    def _pack_panels(sch: Schedule, block: BlockRV, choice: LayoutChoice | None,
+                     lane_vars: set) -> None:
+        """Stage each input that feeds the vector lanes and is reused across another
+        spatial axis (a matmul's B) through a copy placed at a sampled loop: at the tile
+        walk over the vector axis the copy is a contiguous [K, tile] panel, as a BLAS
+        packs it; at the root it is a plain copy. Inputs already packed by the layout
+        choice are left alone."""
+        blk = sch.get(block)
+        spatial = {iv.var for iv in blk.iter_vars if iv.kind == "S"}
+        packed = {buf.name for _, buf, _ in choice.packs} if choice is not None else set()
+        params = set(sch.func.params)
+        stores = writes(blk)
+        for i, buf in enumerate(b for b in reads(blk) if b not in stores):
+            if buf not in params or buf.name in packed:
+                continue
+            used = {u for ld in loads_of(blk, buf) for ix in ld.indices for u in free_vars(ix)}
+            last = {u for ld in loads_of(blk, buf) for u in free_vars(ld.indices[-1])}
+            if not (lane_vars & last) or not (spatial - used):
+                continue  # not what the lanes read, or no reuse to pay for the copy
+            pack = sch.cache_read(block, i, "global")
+            sch.compute_at(pack, sch.sample_compute_location(pack))
 
     def _first_r_level(self) -> int:
         return self.structure[: self.structure.index("R")].count("S")
