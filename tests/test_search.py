@@ -94,3 +94,28 @@ def test_tile_mutations_keep_the_inner_product_bound(seed, extent, limit):
             break
         assert math.prod(new) == extent and new[2] * new[3] <= limit
         d = new
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), extent=st.sampled_from([64, 1024, 56, 37, 7 * 36]))
+def test_imperfect_tile_mutations_stay_valid(seed, extent):
+    """sample_tile decisions: the innermost factor need not divide the extent, the outer
+    levels tile the rest exactly; mutants keep both and the inner bound."""
+    from tensortune.schedule import Trace
+    from tensortune.schedule.sampling import check_tile, sample_tile
+    from tensortune.search.mutator import _mutate_imperfect
+
+    rng = random.Random(seed)
+    f = tt.workloads.get("gmm", M=extent, N=16, K=4)
+    sch = tt.Schedule(f)
+    i = sch.get_loops(sch.get_block("C"))[0]
+    sch.sample_tile(i, n=4, max_innermost_factor=8, inner=2)
+    inst = Trace.from_json(sch.trace.as_json()).insts[-1]
+    d = sample_tile(rng, extent, 4, 8, inner=2)
+    check_tile(d, extent, 4, 8, "t", inner=2)
+    for _ in range(10):
+        new = _mutate_imperfect(d, inst, rng)
+        if new is None:
+            continue
+        assert check_tile(new, extent, 4, 8, "t", inner=2) == new
+        d = new

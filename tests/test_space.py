@@ -23,7 +23,8 @@ def test_multi_level_tiling_sketch_of_gmm():
     gen = PostOrderApply([MultiLevelTiling()])
     space, _ = gen.generate(f)  # j in the lanes, then i (tests/test_layout.py)
     kinds = _kinds(space)
-    assert kinds.count("sample_perfect_tile") == 3  # i and j in 4 tiles, k in 2
+    # i and j in 4 tiles (i's innermost need not divide it), k in 2
+    assert kinds.count("sample_perfect_tile") == 2 and kinds.count("sample_tile") == 1
     assert {"cache_write", "reverse_compute_at", "decompose_reduction"} <= set(kinds)
     sch = sample(f, space, seed=4)
     text = str(sch.func)
@@ -106,14 +107,15 @@ def test_register_tile_is_sampled_within_the_budget():
     f = tt.workloads.get("gmm", M=256, N=256, K=64)
     rule = MultiLevelTiling(lanes=8, max_tile_factor=8)
     space = PostOrderApply([rule]).generate(f)[0]
-    tiles = [(i, ins) for i, ins in enumerate(space.insts) if ins.kind == "sample_perfect_tile"
-             and ins.attr("inner") == 2]
+    tiles = [(i, ins) for i, ins in enumerate(space.insts)
+             if ins.kind in ("sample_perfect_tile", "sample_tile") and ins.attr("inner") == 2]
     assert sorted(ins.attr("max_innermost_factor") for _, ins in tiles) == [8, 32]
     for seed in range(20):
         sch = sample(f, space, seed=seed)
         for i, ins in tiles:
             d = sch.trace.decisions[i]
-            assert math.prod(d) == 256 and d[2] * d[3] <= ins.attr("max_innermost_factor")
+            assert d[2] * d[3] <= ins.attr("max_innermost_factor")
+            assert math.prod(d[:3]) == -(-256 // d[3])  # the outer levels tile the rest
 
 
 def test_matmul_operand_in_the_lanes_is_packed_into_panels():
@@ -138,3 +140,25 @@ def test_matmul_operand_in_the_lanes_is_packed_into_panels():
         a, b = random_inputs(f)
         check_close(tt.build(sch)(a, b), a.astype(np.float64) @ b)
     assert len(shapes) > 1  # the location (and so the panel) varies with the draw
+
+
+def test_nest_led_by_a_packed_copy_still_runs_in_parallel():
+    """A panel copy placed at the column tile walk does not move with the row loop
+    around it; the nest is then parallelised through the matmul's own loops."""
+    import numpy as np
+
+    from tensortune.reference import check_close, random_inputs
+
+    f = tt.workloads.get("gmm", M=32, N=64, K=16)
+    gen = PostOrderApply.default(TARGET)
+    space = gen.generate(f)[0]
+    at = {k: [i for i, ins in enumerate(space.insts) if ins.kind == k]
+          for k in ("sample_tile", "sample_perfect_tile", "sample_compute_location")}
+    dec = {at["sample_tile"][0]: [1, 8, 1, 4], at["sample_perfect_tile"][0]: [1, 16],
+           at["sample_perfect_tile"][1]: [4, 1, 1, 16], at["sample_compute_location"][0]: 1}
+    sch = sample(f, space, 0, gen.postprocs, dec, [[0, 0]])
+    assert sch is not None
+    text = str(sch.func)
+    assert "parallel(" in text and text.index("parallel(") < text.index("B_global[")
+    a, b = random_inputs(f)
+    check_close(tt.build(sch)(a, b), a.astype(np.float64) @ b)

@@ -56,6 +56,34 @@ def check_perfect_tile(decision: Any, extent: int, n: int, max_innermost: int,
     return list(decision)
 
 
+def sample_tile(rng: random.Random, extent: int, n: int, max_innermost: int,
+                inner: int = 1) -> list[int]:
+    """Like ``sample_perfect_tile`` but the innermost factor is any integer up to
+    ``max_innermost`` (a 6-row register tile of a 1024-long axis); the other factors are a
+    perfect tiling of ``ceil(extent / innermost)``, so only the last outer iteration has
+    a tail. The innermost factor is drawn first, uniformly."""
+    for _ in range(100):
+        last = rng.randint(1, min(max_innermost, extent))
+        outer = sample_perfect_tile(rng, -(-extent // last), n - 1, 1 << 30)
+        tiles = outer + [last]
+        if math.prod(tiles[n - inner:]) <= max_innermost:
+            return tiles
+    return [extent] + [1] * (n - 1)
+
+
+def check_tile(decision: Any, extent: int, n: int, max_innermost: int, where: str,
+               inner: int = 1) -> list[int]:
+    ok = isinstance(decision, (list, tuple)) and len(decision) == n and \
+        all(isinstance(x, int) and x > 0 for x in decision) and \
+        math.prod(decision[:-1]) == -(-extent // decision[-1])
+    check(ok, f"{where}: decision {decision} must be {n} positive ints, the first {n - 1} "
+              f"multiplying to ceil({extent} / last)")
+    check(math.prod(decision[n - inner:]) <= max_innermost,
+          f"{where}: the product of the {inner} innermost factor(s) of {decision} exceeds "
+          f"max_innermost_factor {max_innermost}")
+    return list(decision)
+
+
 def sample_categorical(rng: random.Random, probs: Sequence[float]) -> int:
     return rng.choices(range(len(probs)), weights=probs)[0]
 

@@ -280,6 +280,28 @@ class Schedule:
                      ({"inner": inner} if inner != 1 else {}), rvs, decision)
         return rvs
 
+    def sample_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
+                    decision: list[int] | None = None, inner: int = 1,
+                    extent: int | None = None) -> list[ExprRV]:
+        """``n`` tile factors whose innermost may not divide the extent (the last outer
+        iteration is then a guarded tail): the other factors tile ceil(extent / innermost)
+        exactly. The product of the ``inner`` innermost is at most max_innermost_factor."""
+        lp, _ = find_loop(self.func, self._loop(loop, "sample_tile"))
+        where = f"sample_tile({lp.var.name})"
+        check(2 <= n and 1 <= inner <= n, f"{where}: need n >= 2 and 1 <= inner <= n")
+        check(extent is None or extent == lp.extent,
+              f"{where}: the trace tiled a loop of extent {extent}, this one has {lp.extent}")
+        if decision is None:
+            decision = sampling.sample_tile(self.rng, lp.extent, n, max_innermost_factor, inner)
+        decision = sampling.check_tile(decision, lp.extent, n, max_innermost_factor, where,
+                                       inner)
+        rvs = [self._new(ExprRV, f) for f in decision]
+        # The extent is recorded so mutators can draw a new innermost factor.
+        self._record("sample_tile", [loop], {"n": n, "max_innermost_factor":
+                                             max_innermost_factor, "inner": inner,
+                                             "extent": lp.extent}, rvs, decision)
+        return rvs
+
     def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
                            decision: int | None = None) -> ExprRV:
         check(len(candidates) == len(probs) and len(candidates) > 0,

@@ -54,8 +54,10 @@ class RootRV(LoopRV):
         self.name = "ROOT"
 
 
-LIST_RESULTS = ("get_loops", "get_producers", "get_consumers", "split", "sample_perfect_tile")
-SAMPLING = ("sample_perfect_tile", "sample_categorical", "sample_compute_location")
+LIST_RESULTS = ("get_loops", "get_producers", "get_consumers", "split", "sample_perfect_tile",
+                "sample_tile")
+SAMPLING = ("sample_perfect_tile", "sample_tile", "sample_categorical",
+            "sample_compute_location")
 
 
 @dataclass(frozen=True)

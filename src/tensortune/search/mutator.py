@@ -2,7 +2,8 @@
 a mutant is legal or rejected, never wrong.
 
 - tile size: move one prime factor between two levels of a sample_perfect_tile,
-  keeping the product (and the innermost limit);
+  keeping the product (and the innermost limit); for a sample_tile, also a new
+  innermost factor that need not divide the extent;
 - categorical (parallel extent, unroll depth): another choice;
 - compute location: another candidate loop.
 
@@ -17,7 +18,7 @@ import random
 from typing import Any
 
 from ..schedule import Trace
-from ..schedule.sampling import prime_factors
+from ..schedule.sampling import prime_factors, sample_perfect_tile
 from .search_strategy import Candidate
 
 
@@ -34,6 +35,25 @@ def _mutate_tile(d: list[int], max_inner: int, rng: random.Random, inner: int = 
         new[a] //= p
         new[b] *= p
         if math.prod(new[len(new) - inner:]) <= max_inner:
+            return new
+    return None
+
+
+def _mutate_imperfect(d: list[int], inst: Any, rng: random.Random) -> list[int] | None:
+    """A sample_tile decision: half the time a new innermost factor (the outer levels
+    re-drawn to tile what is left), else a prime factor moved between the outer levels."""
+    limit, inner = int(inst.attr("max_innermost_factor")), int(inst.attr("inner", 1))
+    extent, n = int(inst.attr("extent")), len(d)
+    for _ in range(8):
+        if rng.random() < 0.5:
+            last = rng.randint(1, min(limit, extent))
+            new = sample_perfect_tile(rng, -(-extent // last), n - 1, 1 << 30) + [last]
+        else:
+            outer = _mutate_tile(d[:-1], 1 << 30, rng)
+            if outer is None:
+                continue
+            new = outer + [d[-1]]
+        if new != d and math.prod(new[n - inner:]) <= limit:
             return new
     return None
 
@@ -57,6 +77,8 @@ def mutate(cand: Candidate, space: Trace, rng: random.Random
         if inst.kind == "sample_perfect_tile":
             nd = _mutate_tile(list(d), int(inst.attr("max_innermost_factor", 1 << 30)), rng,
                               int(inst.attr("inner", 1)))
+        elif inst.kind == "sample_tile":
+            nd = _mutate_imperfect(list(d), inst, rng)
         elif inst.kind == "sample_categorical":
             n = len(inst.attr("candidates", []))
             nd = rng.randrange(n) if n > 1 else None

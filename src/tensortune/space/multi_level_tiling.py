@@ -93,11 +93,16 @@ class MultiLevelTiling(ScheduleRule):
             if sch.get(vec_axis).var in free_vars(b)}
         for lp, kind in kinds:
             n = {"S": n_s, "R": n_r, "G": self._first_r_level()}[kind]
-            if kind == "S":
-                limit = min(self.max_innermost_factor, 4 * self.lanes if lp is vec_axis
-                            else self.max_tile_factor)
-                factors = sch.sample_perfect_tile(lp, n=n, max_innermost_factor=limit,
-                                                  inner=n_s - self._first_r_level())
+            if kind == "S" and lp is vec_axis:
+                factors = sch.sample_perfect_tile(
+                    lp, n=n, max_innermost_factor=min(self.max_innermost_factor,
+                                                      4 * self.lanes),
+                    inner=n_s - self._first_r_level())
+            elif kind == "S":
+                # Rows of the register tile need not divide the axis: 6 rows of 16 lanes
+                # is the AVX2 tile, and 1024 has no factor 3. The tail is guarded.
+                factors = sch.sample_tile(lp, n=n, max_innermost_factor=self.max_tile_factor,
+                                          inner=n_s - self._first_r_level())
             else:
                 factors = sch.sample_perfect_tile(lp, n=n, max_innermost_factor=1 << 30)
             for level, new in enumerate(sch.split(lp, factors)):

@@ -35,14 +35,17 @@ class ParallelVectorizeUnroll:
                                         decision=dec[1])
         max_jobs = sch.get(jobs)
         for top in children(sch.func.body):
-            blocks = [b.name for b, _ in iter_blocks(top)]
-            if blocks:
-                self._parallel(sch, blocks[0], max_jobs)
+            # The first block decides, unless its outer loops are not its own spatial
+            # loops (a packed copy placed inside a tile walk does not move with the row
+            # loop around it): then the next block that can run its nest in parallel.
+            for name in [b.name for b, _ in iter_blocks(top)]:
+                if self._parallel(sch, name, max_jobs):
+                    break
         for name in [b.name for b, _ in iter_blocks(sch.func.body)]:
             self._vectorize_unroll(sch, name, unroll)
         return sch
 
-    def _parallel(self, sch: Schedule, name: str, max_jobs: int) -> None:
+    def _parallel(self, sch: Schedule, name: str, max_jobs: int) -> bool:
         block = sch.get_block(name)
         kinds = loop_kinds(sch, block)
         chain = []
@@ -58,12 +61,13 @@ class ParallelVectorizeUnroll:
             chain.append(lp)
             extent *= node.extent
         if not chain or extent < 2:
-            return
+            return False
         try:
             fused = sch.fuse(*chain) if len(chain) > 1 else chain[0]
             sch.parallel(fused)
         except ScheduleError:
-            pass
+            return False
+        return True
 
     def _vectorize_unroll(self, sch: Schedule, name: str, unroll) -> None:
         block = sch.get_block(name)
