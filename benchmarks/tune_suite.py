@@ -3,7 +3,10 @@ all measured in one run; plus tuning curves of EvolutionarySearch (cost model) a
 ReplayTrace.
 
 Run: python benchmarks/tune_suite.py [--trials 256] [--checkpoints 64,256]
-         [--workloads gmm,c2d] [--curves gmm,c2d] [--db suite.db] [--out benchmarks/out]
+         [--workloads gmm,c2d] [--curves gmm,c2d] [--curve-seeds 1,2,3]
+         [--curve-trials 128] [--db suite.db] [--out benchmarks/out]
+(``--workloads ""`` runs only the curves; with several seeds the curves are their mean,
+since one run's first batch is the luck of one random draw for both strategies.)
 
 Each workload is tuned once up to the largest budget; "best at N trials" is read from the
 same run's history. GFLOP/s use the FLOPs of ../shared/workloads.md. TVM MetaSchedule is
@@ -39,6 +42,10 @@ def main() -> None:
     ap.add_argument("--checkpoints", default="64,256")
     ap.add_argument("--workloads", default=",".join(tt.workloads.names()))
     ap.add_argument("--curves", default="gmm,c2d", help="workloads for the curve comparison")
+    ap.add_argument("--curve-seeds", default="1",
+                    help="seeds of the curve runs; with several, curves are their mean")
+    ap.add_argument("--curve-trials", type=int, default=None,
+                    help="trials per curve run (default: --trials)")
     ap.add_argument("--db", default=None, help="database (default: a fresh one per run)")
     ap.add_argument("--out", default="benchmarks/out")
     args = ap.parse_args()
@@ -57,7 +64,7 @@ def main() -> None:
         "vs PyTorch"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head), flush=True)
     rows = []
-    for name in args.workloads.split(","):
+    for name in [n for n in args.workloads.split(",") if n]:
         func = tt.workloads.get(name)
         flops = tt.workloads.flops(name)
         res = tt.tune(func, trials=args.trials, database=db_path, name=name, seed=0)
@@ -81,15 +88,26 @@ def main() -> None:
 def curves(args: argparse.Namespace, out: Path, stamp: str, target: tt.Target) -> None:
     """Best GFLOP/s against trials: evolutionary with the cost model vs random replay."""
     series = {}
+    seeds = [int(x) for x in args.curve_seeds.split(",")]
+    trials = args.curve_trials or args.trials
     for name in [n for n in args.curves.split(",") if n]:
         func = tt.workloads.get(name)
         flops = tt.workloads.flops(name)
         for strategy in ("evolutionary", "replay"):
-            res = tt.tune(func, trials=args.trials, strategy=strategy, seed=1, target=target)
-            series[(name, strategy)] = [(t, flops / lat / 1e9) for t, lat in res.history]
-            print(f"curve {name} {strategy}: " + ", ".join(
-                f"@{c}: {flops / best_at(res.history, c) / 1e9:.1f}"
-                for c in (16, 32, 64, 128, 256) if c <= args.trials), flush=True)
+            runs = []
+            for seed in seeds:  # each run in a fresh in-memory database
+                res = tt.tune(func, trials=trials, strategy=strategy, seed=seed, target=target)
+                runs.append([flops / best_at(res.history, t) / 1e9
+                             for t in range(1, trials + 1)])
+                print(f"curve {name} {strategy} seed {seed}: " + ", ".join(
+                    f"@{c}: {runs[-1][c - 1]:.1f}" for c in (16, 32, 64, 128, 256)
+                    if c <= trials), flush=True)
+            mean = np.mean(np.asarray(runs), axis=0)
+            series[(name, strategy)] = list(zip(range(1, trials + 1), mean))
+            if len(seeds) > 1:
+                print(f"curve {name} {strategy} mean of {len(seeds)} seeds: " + ", ".join(
+                    f"@{c}: {mean[c - 1]:.1f}" for c in (16, 32, 64, 128, 256)
+                    if c <= trials), flush=True)
     with open(out / f"curves-{stamp}.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["workload", "strategy", "trial", "best GFLOP/s"])
