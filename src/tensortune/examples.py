@@ -81,7 +81,7 @@ def conv_tile(target: Target | None = None) -> tuple[int, int]:
     32 x 2 (8 ymm) on AVX2; each the fastest of a sweep on such a machine (AVX2, Zen 3:
     32x2 115-119, 16x6 103-104, 32x3 69, 16x7 53, 64x7 46 GFLOP/s)."""
     lanes = _lanes(target)
-    return (4 * lanes, 7) if lanes >= 16 else (4 * lanes, 2)
+    return 4 * lanes, 7 if lanes >= 16 else 2
 
 
 def c2d(sch: Schedule, kb: int | None = None, xb: int | None = None) -> Schedule:

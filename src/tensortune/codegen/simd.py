@@ -23,14 +23,8 @@ from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, 
 from .c import CTYPE, CEmitter
 
 MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
-
-
-def max_registers(target) -> int:
-    """Vector variables a promoted tile may take: a quarter more than the register file
-    (32 zmm on AVX-512: 40, measured fastest there; 16 ymm/xmm otherwise: 20). Beyond
-    that gcc spills and compiles slowly."""
-    regs = 32 if "avx512f" in target.features else 16
-    return regs + regs // 4
+# A promoted tile may take a quarter more vector variables than the register file (40 on
+# AVX-512, measured fastest there; 20 on AVX2): beyond that gcc spills and compiles slowly.
 
 
 class _NoVec(Exception):
@@ -187,7 +181,7 @@ class SimdEmitter(CEmitter):
         if len(widths) > 1:
             return False
         w = widths.pop() if widths else 1
-        if b.size % w or b.size // w > max_registers(self.target):
+        if b.size % w or b.size // w > self.target.vector_registers * 5 // 4:
             return False
         vt = _vtype(b.dtype, w) if w > 1 else CTYPE[b.dtype]
         name = self.bufname[b]

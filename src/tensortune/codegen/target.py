@@ -81,6 +81,11 @@ class Target:
                       32768, _cache_bytes(2, "Unified") or 1 << 20,
                       _cache_bytes(3, "Unified") or 1 << 23, cc, ver, tuple(flags))
 
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers: 32 zmm with AVX-512, 16 ymm/xmm otherwise."""
+        return 32 if "avx512f" in self.features else 16
+
     def lanes(self, dtype: str) -> int:
         return self.vector_bytes // (8 if dtype in ("float64", "int64") else 4)
 

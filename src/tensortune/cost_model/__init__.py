@@ -1,12 +1,12 @@
 """Cost models and program features."""
 
 from .cost_model import (
-                         CostModel,
-                         LGBMModel,
-                         RandomModel,
-                         make,
-                         normalized_throughput,
-                         rank_correlation,
+    CostModel,
+    LGBMModel,
+    RandomModel,
+    make,
+    normalized_throughput,
+    rank_correlation,
 )
 from .features import FEATURES, extract
 

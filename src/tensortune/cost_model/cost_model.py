@@ -68,12 +68,10 @@ class RandomModel(CostModel):
 
 def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman's rank correlation (ties broken by position); 0 when either is constant."""
-    if len(a) < 2:
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return 0.0
     ra = np.argsort(np.argsort(a)).astype(np.float64)
     rb = np.argsort(np.argsort(b)).astype(np.float64)
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        return 0.0
     return float(np.corrcoef(ra, rb)[0, 1])
 
 

@@ -59,8 +59,11 @@ def run_one(msg: dict, cache: dict) -> dict:
         # One repeat first: a candidate far slower than the best so far needs no precise
         # figure, and most candidates of a search are such (tinygrad's early stop).
         first = _time(lib, args, 1, msg["min_repeat_s"], msg["flush_bytes"])
-        if first[0] > cutoff:
+        if first[0] > cutoff or msg["repeat"] == 1:
             return {"latencies": first}
+        # The probe counts as the first repeat.
+        rest = _time(lib, args, msg["repeat"] - 1, msg["min_repeat_s"], msg["flush_bytes"])
+        return {"latencies": first + rest}
     lat = _time(lib, args, msg["repeat"], msg["min_repeat_s"], msg["flush_bytes"])
     return {"latencies": lat}
 

@@ -115,10 +115,11 @@ def _insert(func: PrimFunc, var: Var, stmt: Stmt, index_fn) -> PrimFunc:
 
 
 def _check_compute_at(func: PrimFunc, name: str, var: Var
-                      ) -> tuple[Block, Buffer, For, Path, set[str], int]:
+                      ) -> tuple[Block, Buffer, list[Var], For, Path, set[str], int]:
     """Every legality check of compute_at, without building anything: the block, the
-    buffer it writes, the loop and its path, the blocks under it and where in the loop's
-    body the moved block goes. Sampling a compute location runs this for every loop."""
+    buffer it writes and the iteration variable of each of its dimensions, the loop and
+    its path, the blocks under it and where in the loop's body the moved block goes.
+    Sampling a compute location runs this for every loop."""
     what = f"compute_at({name}, {var.name})"
     blk, bpath = find_block(func, name)
     loop, lpath = find_loop(func, var)
@@ -140,7 +141,7 @@ def _check_compute_at(func: PrimFunc, name: str, var: Var
     pos = order(func)
     check(pos[name] < min(pos[c.name] for c in consumers),
           f"{what}: block {name} comes after its consumers")
-    _store_dims(blk, buf, what)
+    dims = _store_dims(blk, buf, what)
     # The moved block goes after the producers of its other inputs inside the loop and
     # before the first consumer of its output; the block is not under the loop, so the
     # loop's body is the same once it is removed.
@@ -153,7 +154,7 @@ def _check_compute_at(func: PrimFunc, name: str, var: Var
     check(not before or at <= min(before),
           f"{what}: inside loop {var.name}, the inputs of {name} are produced after its "
           "first consumer")
-    return blk, buf, loop, lpath, under, at
+    return blk, buf, dims, loop, lpath, under, at
 
 
 def can_compute_at(func: PrimFunc, name: str, var: Var) -> bool:
@@ -170,8 +171,7 @@ def compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
     iteration only the region they read there (see the module docstring for an example).
     The block must write one intermediate buffer whose consumers all lie inside ``var``.
     """
-    blk, buf, loop, lpath, under, at = _check_compute_at(func, name, var)
-    dims = _store_dims(blk, buf, f"compute_at({name}, {var.name})")
+    blk, buf, dims, loop, lpath, under, at = _check_compute_at(func, name, var)
     per_dim: list[list[tuple[Expr, int, bool]]] = [[] for _ in buf.shape]
     for c, cpath in iter_blocks(func.body):
         if c.name in under and buf in reads(c) and c.name != name:

@@ -50,6 +50,11 @@ def check_perfect_tile(decision: Any, extent: int, n: int, max_innermost: int,
         all(isinstance(x, int) and x > 0 for x in decision) and math.prod(decision) == extent
     check(ok, f"{where}: decision {decision} must be {n} positive ints whose product is the "
               f"loop extent {extent}")
+    return _check_inner(decision, n, max_innermost, where, inner)
+
+
+def _check_inner(decision: Any, n: int, max_innermost: int, where: str, inner: int
+                 ) -> list[int]:
     check(math.prod(decision[n - inner:]) <= max_innermost,
           f"{where}: the product of the {inner} innermost factor(s) of {decision} exceeds "
           f"max_innermost_factor {max_innermost}")
@@ -78,10 +83,7 @@ def check_tile(decision: Any, extent: int, n: int, max_innermost: int, where: st
         math.prod(decision[:-1]) == -(-extent // decision[-1])
     check(ok, f"{where}: decision {decision} must be {n} positive ints, the first {n - 1} "
               f"multiplying to ceil({extent} / last)")
-    check(math.prod(decision[n - inner:]) <= max_innermost,
-          f"{where}: the product of the {inner} innermost factor(s) of {decision} exceeds "
-          f"max_innermost_factor {max_innermost}")
-    return list(decision)
+    return _check_inner(decision, n, max_innermost, where, inner)
 
 
 def sample_categorical(rng: random.Random, probs: Sequence[float]) -> int:

@@ -266,40 +266,41 @@ class Schedule:
                             ) -> list[ExprRV]:
         """``n`` factors of the loop's extent; the product of the ``inner`` innermost is at
         most ``max_innermost_factor``."""
-        lp, _ = find_loop(self.func, self._loop(loop, "sample_perfect_tile"))
-        where = f"sample_perfect_tile({lp.var.name})"
-        check(1 <= inner <= n, f"{where}: inner={inner} must be in [1, n={n}]")
-        if decision is None:
-            decision = sampling.sample_perfect_tile(self.rng, lp.extent, n, max_innermost_factor,
-                                                    inner)
-        decision = sampling.check_perfect_tile(decision, lp.extent, n, max_innermost_factor,
-                                               where, inner)
-        rvs = [self._new(ExprRV, f) for f in decision]
-        self._record("sample_perfect_tile", [loop],
-                     {"n": n, "max_innermost_factor": max_innermost_factor} |
-                     ({"inner": inner} if inner != 1 else {}), rvs, decision)
-        return rvs
+        return self._sample_tiles("sample_perfect_tile", loop, n, max_innermost_factor,
+                                  decision, inner, None)
 
     def sample_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
                     decision: list[int] | None = None, inner: int = 1,
                     extent: int | None = None) -> list[ExprRV]:
         """``n`` tile factors whose innermost may not divide the extent (the last outer
         iteration is then a guarded tail): the other factors tile ceil(extent / innermost)
-        exactly. The product of the ``inner`` innermost is at most max_innermost_factor."""
-        lp, _ = find_loop(self.func, self._loop(loop, "sample_tile"))
-        where = f"sample_tile({lp.var.name})"
-        check(2 <= n and 1 <= inner <= n, f"{where}: need n >= 2 and 1 <= inner <= n")
+        exactly. The product of the ``inner`` innermost is at most max_innermost_factor.
+        The extent is recorded so mutators can draw a new innermost factor."""
+        return self._sample_tiles("sample_tile", loop, n, max_innermost_factor, decision,
+                                  inner, extent)
+
+    def _sample_tiles(self, kind: str, loop: LoopRV, n: int, max_innermost: int,
+                      decision: list[int] | None, inner: int, extent: int | None
+                      ) -> list[ExprRV]:
+        lp, _ = find_loop(self.func, self._loop(loop, kind))
+        where = f"{kind}({lp.var.name})"
+        check(1 <= inner <= n and (n >= 2 or kind == "sample_perfect_tile"),
+              f"{where}: inner={inner} must be in [1, n={n}]")
         check(extent is None or extent == lp.extent,
               f"{where}: the trace tiled a loop of extent {extent}, this one has {lp.extent}")
+        perfect = kind == "sample_perfect_tile"
         if decision is None:
-            decision = sampling.sample_tile(self.rng, lp.extent, n, max_innermost_factor, inner)
-        decision = sampling.check_tile(decision, lp.extent, n, max_innermost_factor, where,
-                                       inner)
+            draw = sampling.sample_perfect_tile if perfect else sampling.sample_tile
+            decision = draw(self.rng, lp.extent, n, max_innermost, inner)
+        validate = sampling.check_perfect_tile if perfect else sampling.check_tile
+        decision = validate(decision, lp.extent, n, max_innermost, where, inner)
         rvs = [self._new(ExprRV, f) for f in decision]
-        # The extent is recorded so mutators can draw a new innermost factor.
-        self._record("sample_tile", [loop], {"n": n, "max_innermost_factor":
-                                             max_innermost_factor, "inner": inner,
-                                             "extent": lp.extent}, rvs, decision)
+        attrs: dict[str, Any] = {"n": n, "max_innermost_factor": max_innermost}
+        if not perfect:
+            attrs |= {"inner": inner, "extent": lp.extent}
+        elif inner != 1:
+            attrs["inner"] = inner
+        self._record(kind, [loop], attrs, rvs, decision)
         return rvs
 
     def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],

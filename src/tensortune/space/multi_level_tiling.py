@@ -20,6 +20,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.tree import loads_of, readers, reads, writes
+from ..tir.expr import Var
 from ..tir.functor import free_vars
 from .layout import LayoutChoice, layout_choices, permutation_map
 from .schedule_rule import ScheduleRule, has_reuse, is_elementwise, loop_kinds
@@ -88,8 +89,9 @@ class MultiLevelTiling(ScheduleRule):
                                                 "R": [[] for _ in range(n_r)]}
         s_loops = [lp for lp, k in kinds if k == "S"]
         vec_axis = vec_loop if vec_loop is not None else (s_loops[-1] if s_loops else None)
+        blk = sch.get(block)
         lane_vars = set() if vec_axis is None else {
-            iv.var for iv, b in zip(sch.get(block).iter_vars, sch.get(block).bindings)
+            iv.var for iv, b in zip(blk.iter_vars, blk.bindings)
             if sch.get(vec_axis).var in free_vars(b)}
         for lp, kind in kinds:
             n = {"S": n_s, "R": n_r, "G": self._first_r_level()}[kind]
@@ -143,7 +145,7 @@ class MultiLevelTiling(ScheduleRule):
 
     @staticmethod
     def _pack_panels(sch: Schedule, block: BlockRV, choice: LayoutChoice | None,
-                     lane_vars: set) -> None:
+                     lane_vars: set[Var]) -> None:
         """Stage each input that feeds the vector lanes and is reused across another
         spatial axis (a matmul's B) through a copy placed at a sampled loop: at the tile
         walk over the vector axis the copy is a contiguous [K, tile] panel, as a BLAS
@@ -157,8 +159,9 @@ class MultiLevelTiling(ScheduleRule):
         for i, buf in enumerate(b for b in reads(blk) if b not in stores):
             if buf not in params or buf.name in packed:
                 continue
-            used = {u for ld in loads_of(blk, buf) for ix in ld.indices for u in free_vars(ix)}
-            last = {u for ld in loads_of(blk, buf) for u in free_vars(ld.indices[-1])}
+            loads = loads_of(blk, buf)
+            used = {u for ld in loads for ix in ld.indices for u in free_vars(ix)}
+            last = {u for ld in loads for u in free_vars(ld.indices[-1])}
             if not (lane_vars & last) or not (spatial - used):
                 continue  # not what the lanes read, or no reuse to pay for the copy
             pack = sch.cache_read(block, i, "global")
