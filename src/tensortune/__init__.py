@@ -1,6 +1,6 @@
 """tensortune: describe a tensor computation, schedule it, get a fast checked native kernel."""
 
-from . import search, te, tir, workloads
+from . import graph, search, te, tir, workloads
 from .codegen import Target
 from .errors import (
     BuildError,
@@ -11,13 +11,14 @@ from .errors import (
     TensorTuneError,
     TraceError,
 )
+from .graph import CompiledModel, compile_model
 from .kernel import Kernel, build
 from .schedule import ROOT, Schedule, Trace
 from .search import TuneResult, compile, tune
 
 __all__ = [
-    "ROOT", "BuildError", "IRError", "Kernel", "KernelArgumentError", "Schedule",
+    "ROOT", "BuildError", "CompiledModel", "IRError", "Kernel", "KernelArgumentError", "Schedule",
     "ScheduleError", "TEError", "Target", "TensorTuneError", "Trace", "TraceError", "build",
-    "TuneResult", "compile", "search", "te", "tir", "tune", "workloads",
+    "TuneResult", "compile", "compile_model", "graph", "search", "te", "tir", "tune", "workloads",
 ]
 __version__ = "0.1.0"

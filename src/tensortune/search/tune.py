@@ -103,6 +103,87 @@ def _strategy(strategy: str | SearchStrategy, cost_model: Any) -> SearchStrategy
     raise TensorTuneError(f"unknown strategy {strategy!r}; use 'evolutionary' or 'replay'")
 
 
+class TuningTask:
+    """The tuning state of one function, advanced a batch at a time: what ``tune`` runs
+    once and the task scheduler runs for many functions, sharing one builder and runner.
+
+    Example:
+        >>> task = TuningTask(func, db, Target.host())
+        >>> with LocalRunner() as runner:
+        ...     task.step(LocalBuilder(task.target), runner, 16)
+        >>> task.best_latency
+    """
+
+    def __init__(self, func: PrimFunc, db: Database, target: Target, *,
+                 strategy: str | SearchStrategy = "evolutionary", cost_model: Any = "lgbm",
+                 space: Any = None, seed: int | None = None, name: str | None = None,
+                 rewrite: bool = True, early_stop: float = 2.0) -> None:
+        if not isinstance(func, PrimFunc):
+            raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
+        self.target, self.db, self.early_stop = target, db, early_stop
+        self.ins = random_inputs(func)
+        self.expected = evaluate(func, self.ins)
+        if rewrite:
+            func = _rewritten(func, self.ins, self.expected)
+        self.func = func
+        self.workload = wl = func.structural_hash()
+        self.flops = flop_count(func)
+        db.add_workload(wl, name or func.name, func_str(func), self.flops)
+        self.fingerprint = fp = target.fingerprint()
+        gen = _space(space, target)
+        ctx = SearchContext(func, gen.generate(func), gen, db.programs(wl, fp),
+                            random.Random(seed))
+        self.strategy = _strategy(strategy, cost_model)
+        self.strategy.init(ctx)
+        model = getattr(self.strategy, "model", None)
+        if isinstance(model, LGBMModel):
+            model.base = transfer_model(db, wl, fp)
+        best = db.top_k(wl, fp, 1)
+        self.best_latency = best[0].latency if best else float("inf")
+        self.trials = 0                  # measured by this object
+        self.errors = 0
+        self.exhausted = False
+        self.history: list[tuple[int, float]] = []
+
+    def step(self, builder: LocalBuilder, runner: LocalRunner, n: int,
+             progress: Callable[[TuningRecord], None] | None = None) -> list[TuningRecord]:
+        """Propose, build, check and time up to ``n`` candidates; every record goes to the
+        database as soon as it exists (a killed run loses nothing measured)."""
+        batch = self.strategy.generate(n)
+        if not batch:
+            self.exhausted = True
+            return []
+        built = builder.build([BuildInput(c.sch.func) for c in batch])
+        recs = []
+        for cand, b in zip(batch, built):
+            if b.ok:
+                assert b.lib_path is not None
+                cutoff = (self.early_stop * self.best_latency
+                          if self.best_latency < float("inf") else None)
+                r = runner.run([RunInput(b.lib_path, cand.sch.func, self.workload, self.ins,
+                                         self.expected, cutoff)])[0]
+                lat, ek, em = r.latencies, r.error_kind, r.error_msg
+            else:
+                lat, ek, em = [], b.error_kind, b.error_msg
+            rec = TuningRecord(self.workload, self.fingerprint, cand.sch.trace.as_json(),
+                               cand.program, lat, ek, em, b.build_seconds, str(self.target),
+                               features=[float(v) for v in cand.features()])
+            self.db.add(rec)
+            recs.append(rec)
+            self.trials += 1
+            self.errors += 0 if rec.ok else 1
+            self.best_latency = min(self.best_latency, rec.latency)
+            self.history.append((self.trials, self.best_latency))
+            if progress is not None:
+                progress(rec)
+        self.strategy.notify(batch, recs)
+        return recs
+
+    def best_record(self) -> TuningRecord | None:
+        top = self.db.top_k(self.workload, self.fingerprint, 1)
+        return top[0] if top else None
+
+
 def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | None = None,
          target: Target | None = None, strategy: str | SearchStrategy = "evolutionary",
          cost_model: Any = "lgbm", space: Any = None, batch_size: int = 16,
@@ -114,65 +195,28 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned.
     A candidate whose first timing is over ``early_stop`` times the best latency so far is
     timed once, not ``repeat`` times (it cannot become the best)."""
-    if not isinstance(func, PrimFunc):
-        raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
     tgt = target or Target.host()
     db = _open(database)
-    ins = random_inputs(func)
-    expected = evaluate(func, ins)
-    if rewrite:
-        func = _rewritten(func, ins, expected)
-    wl = func.structural_hash()
-    flops = flop_count(func)
-    db.add_workload(wl, name or func.name, func_str(func), flops)
-    fp = tgt.fingerprint()
-    gen = _space(space, tgt)
-    ctx = SearchContext(func, gen.generate(func), gen, db.programs(wl, fp),
-                        random.Random(seed))
-    strat = _strategy(strategy, cost_model)
-    strat.init(ctx)
-    model = getattr(strat, "model", None)
-    if isinstance(model, LGBMModel):
-        model.base = transfer_model(db, wl, fp)
+    task = TuningTask(func, db, tgt, strategy=strategy, cost_model=cost_model, space=space,
+                      seed=seed, name=name, rewrite=rewrite, early_stop=early_stop)
     builder = LocalBuilder(tgt)
-    result = TuneResult(func, None, flops, database=db.path, target=tgt)
+    result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
-    best = db.top_k(wl, fp, 1)
-    best_lat = best[0].latency if best else float("inf")
+
+    def report(rec: TuningRecord) -> None:
+        if progress is None:
+            return
+        best = task.best_latency
+        progress({"trials": task.trials, "total": trials, "best": best,
+                  "gflops": task.flops / best / 1e9 if best < float("inf") else 0.0,
+                  "errors": task.errors, "elapsed": time.perf_counter() - t0, "last": rec})
+
     with LocalRunner(timeout=timeout) as runner:
-        while result.trials < trials:
-            batch = strat.generate(min(batch_size, trials - result.trials))
-            if not batch:
-                break  # the space is exhausted
-            built = builder.build([BuildInput(c.sch.func) for c in batch])
-            recs = []
-            for cand, b in zip(batch, built):
-                if b.ok:
-                    assert b.lib_path is not None
-                    cutoff = early_stop * best_lat if best_lat < float("inf") else None
-                    r = runner.run([RunInput(b.lib_path, cand.sch.func, wl, ins, expected,
-                                             cutoff)])[0]
-                    lat, ek, em = r.latencies, r.error_kind, r.error_msg
-                else:
-                    lat, ek, em = [], b.error_kind, b.error_msg
-                rec = TuningRecord(wl, fp, cand.sch.trace.as_json(), cand.program, lat, ek, em,
-                                   b.build_seconds, str(tgt),
-                                   features=[float(v) for v in cand.features()])
-                db.add(rec)
-                recs.append(rec)
-                result.trials += 1
-                result.errors += 0 if rec.ok else 1
-                best_lat = min(best_lat, rec.latency)
-                result.history.append((result.trials, best_lat))
-                if progress is not None:
-                    progress({"trials": result.trials, "total": trials, "best": best_lat,
-                              "gflops": flops / best_lat / 1e9 if best_lat < float("inf")
-                              else 0.0, "errors": result.errors,
-                              "elapsed": time.perf_counter() - t0, "last": rec})
-            strat.notify(batch, recs)
+        while task.trials < trials and not task.exhausted:
+            task.step(builder, runner, min(batch_size, trials - task.trials), report)
+    result.trials, result.errors, result.history = task.trials, task.errors, task.history
     result.seconds = time.perf_counter() - t0
-    top = db.top_k(wl, fp, 1)
-    result.record = top[0] if top else None
+    result.record = task.best_record()
     return result
 
 

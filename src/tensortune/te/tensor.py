@@ -127,10 +127,16 @@ def compute(
     """A tensor whose element at each index is ``fcompute(*index)``.
 
     The body may be a reduction (``te.sum``/``te.max``/``te.min``) at its top level only.
+    ``fcompute`` may take ``*idx`` to serve any rank (the axes are then named i0, i1, ...).
     """
     where = f"compute {name!r}"
     shp = _check_shape(shape, where)
-    params = list(inspect.signature(fcompute).parameters)
+    sig = inspect.signature(fcompute).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in sig):
+        # ``lambda *idx: ...`` takes an index of any rank: axes are named i0, i1, ...
+        params = [f"i{d}" for d in range(len(shp))]
+    else:
+        params = [p.name for p in sig]
     if len(params) != len(shp):
         raise TEError(
             f"{where}: fcompute takes {len(params)} index arguments but the shape "

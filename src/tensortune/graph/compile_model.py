@@ -1,0 +1,97 @@
+"""``tt.compile_model``: import a model, fuse it, tune its tasks, run it with the kernels.
+
+Example:
+    >>> compiled = tt.compile_model(model.eval(), torch.randn(1, 3, 224, 224),
+    ...                             trials=2000, database="resnet.db")
+    >>> y = compiled(x)                      # same result as model(x)
+    >>> print(compiled.summary())
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..codegen import Target
+from ..database import Database, DatabaseError
+from ..kernel import Kernel, build
+from ..search.task_scheduler import TaskScheduler, TaskState
+from ..search.tune import _open, best_record, compile, tuned_func
+from ..tir.stmt import PrimFunc
+from .executor import Executor
+from .fuse import Group, Task, extract_tasks, fuse
+from .ir import Graph
+
+
+class CompiledModel:
+    """A model compiled to one kernel per fused group. Call it like the model."""
+
+    def __init__(self, graph: Graph, groups: list[Group], tasks: list[Task],
+                 states: list[TaskState], kernels: list[Kernel | None], tuned: list[bool],
+                 tune_seconds: float) -> None:
+        self.graph, self.groups, self.tasks, self.states = graph, groups, tasks, states
+        self.kernels, self.tuned, self.tune_seconds = kernels, tuned, tune_seconds
+        self.executor = Executor(graph, groups, kernels)
+
+    def __call__(self, *inputs: Any) -> Any:
+        return self.executor(*inputs)
+
+    def summary(self) -> str:
+        """One line per task: weight, trials, best latency, share of the model's time."""
+        total = sum(s.cost for s, t in zip(self.states, self.tuned) if t)
+        rows = [f"{'task':28} {'weight':>6} {'trials':>7} {'best (us)':>10} {'share':>6}"]
+        for st, tuned in zip(self.states, self.tuned):
+            lat = f"{st.best_latency * 1e6:10.1f}" if tuned else f"{'untuned':>10}"
+            share = f"{100 * st.cost / total:5.1f}%" if tuned and total else f"{'-':>6}"
+            rows.append(f"{st.name[:28]:28} {st.weight:6.0f} {st.trials:7d} {lat} {share}")
+        est = f"{total * 1e3:.3f} ms" if total else "n/a"
+        rows.append(f"{len(self.tasks)} tasks, {len(self.groups)} kernels; kernel time from "
+                    f"tuning records {est}; tuning took {self.tune_seconds:.0f} s")
+        return "\n".join(rows)
+
+
+def compile_model(model: Any, example: Any, *, trials: int = 0,
+                  database: str | Path | Database | None = None,
+                  target: Target | None = None, scheduler: str = "gradient",
+                  batch_size: int = 16, seed: int | None = None,
+                  progress: Callable[[TaskState, dict], None] | None = None) -> CompiledModel:
+    """Compile ``model`` (an ``nn.Module`` in eval mode, or a ``graph.Graph``) for inputs
+    shaped like ``example`` (a tensor or a tuple of them). ``trials`` new measurements are
+    shared by the model's tasks through the task scheduler (``"gradient"`` or
+    ``"round-robin"``); records already in ``database`` are reused, so a second call
+    resumes. A task with no valid record runs an unscheduled (slow but correct) kernel."""
+    tgt = target or Target.host()
+    if isinstance(model, Graph):
+        graph = model
+    else:
+        from .from_torch import from_torch
+
+        examples = example if isinstance(example, tuple) else (example,)
+        graph = from_torch(model, *examples)
+    groups = fuse(graph)
+    tasks, funcs = extract_tasks(graph, groups)
+    db = _open(database)
+    sched = TaskScheduler(tasks, database=db, target=tgt, strategy=scheduler,
+                          batch_size=batch_size, seed=seed, progress=progress)
+    t0 = time.perf_counter()
+    if trials > 0:
+        sched.tune(trials)
+    seconds = time.perf_counter() - t0
+    by_hash: dict[str, tuple[Kernel, bool]] = {}
+    for task in tasks:
+        by_hash[task.workload] = _task_kernel(task.func, db, tgt)
+    kernels: list[Kernel | None] = []
+    for f in funcs:
+        kernels.append(None if f is None else by_hash[f.structural_hash()][0])
+    tuned = [by_hash[t.workload][1] for t in tasks]
+    return CompiledModel(graph, groups, tasks, sched.states, kernels, tuned, seconds)
+
+
+def _task_kernel(func: PrimFunc, db: Database, target: Target) -> tuple[Kernel, bool]:
+    try:
+        best_record(tuned_func(func, db, target), db, target)
+    except DatabaseError:  # no record for this machine: the unscheduled function still runs
+        return build(func, target), False
+    return compile(func, database=db, target=target), True

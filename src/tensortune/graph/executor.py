@@ -1,0 +1,85 @@
+"""Run a whole model with one compiled kernel per fused group.
+
+Every buffer is allocated once, when the executor is made: the weights (contiguous
+float32), the model inputs, and each group's output (aligned). A reshape-only group is a
+view of its input's buffer. The argument array of each kernel call is built once too, so
+a call of the model is: copy the inputs in, one C call per kernel, copy the outputs out.
+
+Example:
+    >>> ex = Executor(graph, groups, kernels)
+    >>> y = ex(x)                  # numpy in, numpy out
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..kernel import Kernel, aligned_empty
+from .fuse import Group
+from .ir import Graph, GraphError
+
+
+class Executor:
+    def __init__(self, graph: Graph, groups: list[Group],
+                 kernels: Sequence[Kernel | None]) -> None:
+        self.graph = graph
+        self.groups = groups
+        self.kernels = list(kernels)
+        bufs: dict[str, np.ndarray] = {}
+        for name, value in graph.consts.items():
+            bufs[name] = np.ascontiguousarray(value)
+        for name in graph.inputs:
+            node = graph.nodes[name]
+            bufs[name] = aligned_empty(node.shape, node.dtype)
+        self.steps: list[tuple[Any, Any]] = []
+        for grp, kern in zip(groups, self.kernels):
+            out = graph.nodes[grp.output]
+            ins = grp.inputs(graph)
+            if kern is None:
+                if not grp.is_view(graph):
+                    raise GraphError(f"group {grp.nodes} has no kernel")
+                bufs[grp.output] = bufs[ins[0]].reshape(out.shape)
+                continue
+            bufs[grp.output] = aligned_empty(out.shape, out.dtype)
+            arrays = [bufs[i] for i in ins] + [bufs[grp.output]]
+            for a, p in zip(arrays, kern.func.params):
+                if a.shape != p.shape or str(a.dtype) != p.dtype:
+                    raise GraphError(f"kernel {kern.func.name}: parameter {p.name} is "
+                                     f"{p.dtype}{list(p.shape)}, buffer is "
+                                     f"{a.dtype}{list(a.shape)}")
+            argv = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+            self.steps.append((kern._fn, argv))
+        self.buffers = bufs
+
+    def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Run on numpy inputs; returns fresh output arrays."""
+        g = self.graph
+        if len(inputs) != len(g.inputs):
+            raise GraphError(f"the model takes {len(g.inputs)} inputs, got {len(inputs)}")
+        for name, x in zip(g.inputs, inputs):
+            buf = self.buffers[name]
+            x = np.asarray(x)
+            if x.shape != buf.shape:
+                raise GraphError(f"input {name}: compiled for shape {list(buf.shape)}, got "
+                                 f"{list(x.shape)}; compile the model again for this shape")
+            np.copyto(buf, x, casting="same_kind")
+        for fn, argv in self.steps:
+            rc = fn(argv)
+            if rc != 0:
+                raise GraphError(f"a kernel returned error code {rc}")
+        return [self.buffers[o].copy() for o in g.outputs]
+
+    def __call__(self, *inputs: Any) -> Any:
+        """Call like the model: torch tensors in give torch tensors out."""
+        torch_in = any(type(x).__module__.startswith("torch") for x in inputs)
+        arrays = [x.detach().cpu().numpy() if hasattr(x, "detach") else x for x in inputs]
+        outs: list[Any] = list(self.run(*arrays))
+        if torch_in:
+            import torch
+
+            outs = [torch.from_numpy(o) for o in outs]
+        return outs[0] if len(outs) == 1 else tuple(outs)

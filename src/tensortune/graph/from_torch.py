@@ -1,0 +1,379 @@
+"""Import a PyTorch module into the graph IR through torch.fx.
+
+The module is traced symbolically, then run once on the example inputs so that every
+non-tensor value (``x.size(0)``, a shape tuple) is known: tensortune compiles for static
+shapes. Batch norm is folded into the convolution before it when it is that
+convolution's only reader (inference), else it becomes a per-channel multiply-add.
+PyTorch is an optional extra; only this module imports it.
+
+Example:
+    >>> graph = from_torch(model.eval(), torch.randn(1, 3, 32, 32))
+    >>> print(graph)
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .ir import Graph, GraphError
+
+
+class _T:
+    """A tensor value of the fx graph: the name of its graph node."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _np(t: Any) -> np.ndarray:
+    return t.detach().cpu().numpy()
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    return (int(v), int(v)) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+class _Importer:
+    def __init__(self, module: Any, examples: tuple[Any, ...]) -> None:
+        import torch
+        import torch.fx
+
+        self.torch = torch
+        try:
+            self.gm = torch.fx.symbolic_trace(module)
+        except Exception as e:  # fx raises many kinds; all mean "cannot trace this"
+            raise GraphError(f"torch.fx could not trace {type(module).__name__}: {e}; "
+                             "control flow on tensor values cannot be traced") from e
+        self.values: dict[str, Any] = {}
+        interp = torch.fx.Interpreter(self.gm)
+        run_node = interp.run_node
+
+        def record(n: Any) -> Any:
+            out = run_node(n)
+            self.values[n.name] = out
+            return out
+        interp.run_node = record  # type: ignore[method-assign]
+        with torch.no_grad():
+            interp.run(*examples)
+        self.g = Graph()
+        self.env: dict[str, Any] = {}
+        self.current = ""
+        self.consts: dict[int, tuple[Any, str]] = {}   # id -> (tensor kept alive, node)
+        self.modules = dict(self.gm.named_modules())
+        self.folded: dict[str, Any] = {}   # conv node name -> the batch norm folded into it
+        self._find_folds()
+
+    def _find_folds(self) -> None:
+        nn = self.torch.nn
+        for n in self.gm.graph.nodes:
+            if n.op != "call_module" or not isinstance(self.modules[n.target], nn.BatchNorm2d):
+                continue
+            src = n.args[0]
+            if (getattr(src, "op", None) == "call_module"
+                    and isinstance(self.modules[src.target], nn.Conv2d) and len(src.users) == 1):
+                self.folded[src.name] = self.modules[n.target]
+
+    # -- argument helpers --------------------------------------------------------------
+    def arg(self, a: Any) -> Any:
+        if hasattr(a, "op") and hasattr(a, "name"):   # an fx.Node
+            return self.env[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.arg(x) for x in a)
+        return a
+
+    def tensor(self, a: Any, where: str) -> str:
+        v = self.arg(a)
+        if isinstance(v, _T):
+            return v.name
+        if isinstance(v, self.torch.Tensor):
+            if id(v) not in self.consts:
+                self.consts[id(v)] = (v, self.g.const("c", _np(v)))
+            return self.consts[id(v)][1]
+        raise GraphError(f"{where}: expected a tensor argument, got {v!r}")
+
+    def op(self, op: str, ins: list[str], where: str, **attrs: Any) -> _T:
+        return _T(self.g.op(op, ins, source=where, **attrs))
+
+    def binary(self, fn: str, a: Any, b: Any, where: str) -> Any:
+        a, b = self.arg(a), self.arg(b)
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+                    "div": operator.truediv}[fn](a, b)
+        if isinstance(b, (int, float)):
+            return self.op("scalar", [self.tensor(a, where)], where, fn=fn, value=float(b))
+        if isinstance(a, (int, float)):
+            rfn = {"add": "add", "mul": "mul", "sub": "rsub", "div": "rdiv"}[fn]
+            return self.op("scalar", [self.tensor(b, where)], where, fn=rfn, value=float(a))
+        return self.op(fn, [self.tensor(a, where), self.tensor(b, where)], where)
+
+    def shape(self, a: Any) -> tuple[int, ...]:
+        return self.g.nodes[self.tensor(a, "shape")].shape
+
+    def reshape(self, x: Any, shape: Any, where: str) -> _T:
+        shape = [int(s) for s in (shape[0] if len(shape) == 1 and
+                                  isinstance(shape[0], (list, tuple)) else shape)]
+        n = int(np.prod(self.shape(x)))
+        if -1 in shape:
+            k = shape.index(-1)
+            shape[k] = n // max(1, -int(np.prod(shape)))
+        return self.op("reshape", [self.tensor(x, where)], where, shape=tuple(shape))
+
+    # -- the walk ------------------------------------------------------------------------
+    def run(self) -> Graph:
+        for n in self.gm.graph.nodes:
+            where = f"node {n.name} ({n.op} {getattr(n.target, '__name__', n.target)})"
+            if n.op == "placeholder":
+                v = self.values[n.name]
+                self.env[n.name] = _T(self.g.input(n.name, tuple(v.shape),
+                                                   "int32" if not v.is_floating_point()
+                                                   else "float32"))
+            elif n.op == "get_attr":
+                # a parameter stays a torch tensor until it is read as a graph value, so
+                # that weights can be folded and re-laid out at import
+                self.env[n.name] = self.values[n.name]
+            elif n.op == "output":
+                outs = self.arg(n.args[0])
+                outs = outs if isinstance(outs, (list, tuple)) else [outs]
+                self.g.outputs = [self.tensor(o, where) if not isinstance(o, _T) else o.name
+                                  for o in outs]
+            else:
+                value = self.values[n.name]
+                name = n.target if isinstance(n.target, str) else n.target.__name__
+                if isinstance(value, (tuple, list)) and any(
+                        isinstance(v, self.torch.Tensor) for v in value):
+                    what = (f"module {type(self.modules[n.target]).__name__}"
+                            if n.op == "call_module" else f"operator {name!r}")
+                    raise GraphError(f"unsupported {what} at {where}: it returns several "
+                                     "tensors")
+                if not isinstance(value, self.torch.Tensor):
+                    # sizes, shape tuples, ints: known from the example run
+                    self.env[n.name] = value
+                    continue
+                if n.op == "call_module":
+                    self.env[n.name] = self.module(n, self.modules[n.target], where)
+                else:
+                    fn = _FUNCS.get(name)
+                    if fn is None:
+                        raise GraphError(f"unsupported operator {name!r} at {where}; "
+                                         f"supported: {', '.join(sorted(_FUNCS))}")
+                    args = list(n.args)
+                    self.current = n.name
+                    self.env[n.name] = fn(self, args, dict(n.kwargs), where)
+        return self.g.prune()
+
+    def module(self, n: Any, m: Any, where: str) -> Any:
+        nn = self.torch.nn
+        x = n.args[0]
+        if isinstance(m, nn.Conv2d):
+            return self.conv(x, m, where, self.folded.get(n.name))
+        if isinstance(m, nn.BatchNorm2d):
+            if n.args[0].name in self.folded:
+                return self.env[n.args[0].name]
+            s = _np(m.weight) / np.sqrt(_np(m.running_var) + m.eps)
+            t = _np(m.bias) - _np(m.running_mean) * s
+            y = self.binary("mul", x, self.torch.from_numpy(s.reshape(-1, 1, 1)), where)
+            return self.binary("add", y, self.torch.from_numpy(t.reshape(-1, 1, 1)), where)
+        if isinstance(m, nn.Linear):
+            y = self.op("dense", [self.tensor(x, where), self.g.const("w", _np(m.weight).T)],
+                        where)
+            return y if m.bias is None else self.binary("add", y, m.bias, where)
+        if isinstance(m, (nn.Dropout, nn.Identity)):
+            return self.arg(x)
+        for kind, op in ((nn.ReLU, "relu"), (nn.GELU, "gelu"), (nn.Sigmoid, "sigmoid"),
+                         (nn.Tanh, "tanh")):
+            if isinstance(m, kind):
+                attrs = {"approximate": m.approximate} if op == "gelu" else {}
+                return self.op(op, [self.tensor(x, where)], where, **attrs)
+        if isinstance(m, (nn.ReLU6, nn.Hardtanh)):
+            lo, hi = (0.0, 6.0) if isinstance(m, nn.ReLU6) else (m.min_val, m.max_val)
+            return self.op("clip", [self.tensor(x, where)], where, lo=lo, hi=hi)
+        if isinstance(m, nn.MaxPool2d):
+            return self.pool("max_pool2d", x, m.kernel_size, m.stride, m.padding, where,
+                             ceil_mode=m.ceil_mode, dilation=m.dilation)
+        if isinstance(m, nn.AvgPool2d):
+            return self.pool("avg_pool2d", x, m.kernel_size, m.stride, m.padding, where,
+                             ceil_mode=m.ceil_mode, count_include_pad=m.count_include_pad,
+                             divisor_override=m.divisor_override)
+        if isinstance(m, nn.AdaptiveAvgPool2d):
+            return self.adaptive(x, m.output_size, where)
+        if isinstance(m, nn.Flatten):
+            return self.flatten(x, m.start_dim, m.end_dim, where)
+        if isinstance(m, nn.Softmax):
+            return self.op("softmax", [self.tensor(x, where)], where, axis=m.dim)
+        if isinstance(m, nn.LayerNorm):
+            return self.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps, where)
+        if isinstance(m, nn.Embedding):
+            return self.op("embedding", [self.tensor(x, where), self.g.const("table",
+                                                                             _np(m.weight))],
+                           where)
+        raise GraphError(f"unsupported module {type(m).__name__} at {where}")
+
+    def conv(self, x: Any, m: Any, where: str, bn: Any = None) -> _T:
+        w = _np(m.weight)
+        b = _np(m.bias) if m.bias is not None else None
+        if bn is not None:   # fold: bn(conv(x)) = conv(x) * s + t, s into the weights
+            s = _np(bn.weight) / np.sqrt(_np(bn.running_var) + bn.eps)
+            w = w * s.reshape(-1, 1, 1, 1)
+            b = ((b if b is not None else 0.0) - _np(bn.running_mean)) * s + _np(bn.bias)
+        return self.conv_arrays(x, w, b, m.stride, m.padding, m.dilation, m.groups, where)
+
+    def conv_arrays(self, x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any,
+                    groups: int, where: str) -> _T:
+        if isinstance(padding, str):
+            raise GraphError(f"{where}: padding={padding!r} is not supported; give ints")
+        if not isinstance(w, np.ndarray):
+            raise GraphError(f"{where}: a convolution with a computed weight is not "
+                             "supported; the weight must be a parameter")
+        y = self.op("conv2d", [self.tensor(x, where), self.g.const("w", w)], where,
+                    stride=_pair(stride), padding=_pair(padding),
+                    dilation=_pair(dilation), groups=int(groups))
+        if b is None:
+            return y
+        return self.op("add", [y.name, self.g.const("b", np.reshape(b, (-1, 1, 1)))], where)
+
+    def pool(self, op: str, x: Any, k: Any, s: Any, p: Any, where: str, **attrs: Any) -> _T:
+        if op == "max_pool2d" and _pair(attrs.pop("dilation", 1)) != (1, 1):
+            raise GraphError(f"{where}: max pooling with dilation is not supported")
+        if attrs.pop("divisor_override", None) is not None:
+            raise GraphError(f"{where}: avg pooling with divisor_override is not supported")
+        return self.op(op, [self.tensor(x, where)], where, kernel=_pair(k),
+                       stride=_pair(s if s is not None and s != [] else k),
+                       padding=_pair(p), **attrs)
+
+    def adaptive(self, x: Any, size: Any, where: str) -> _T:
+        H, W = self.shape(x)[2:]
+        oh, ow = _pair(size if size is not None else (H, W))
+        oh, ow = oh or H, ow or W
+        if (oh, ow) == (1, 1):
+            return self.op("mean", [self.tensor(x, where)], where, axes=(2, 3), keepdim=True)
+        if H % oh or W % ow:
+            raise GraphError(f"{where}: adaptive pooling of {H}x{W} to {oh}x{ow} has uneven "
+                             "windows; only output sizes that divide the input are supported")
+        return self.pool("avg_pool2d", x, (H // oh, W // ow), (H // oh, W // ow), 0, where)
+
+    def flatten(self, x: Any, start: int, end: int, where: str) -> _T:
+        shp = self.shape(x)
+        start, end = start % len(shp), end % len(shp)
+        new = shp[:start] + (int(np.prod(shp[start:end + 1])),) + shp[end + 1:]
+        return self.reshape(x, new, where)
+
+    def layer_norm(self, x: Any, shape: Any, w: Any, b: Any, eps: float, where: str) -> _T:
+        shape = tuple(shape) if isinstance(shape, (list, tuple)) else (int(shape),)
+        gamma = _np(w) if w is not None else np.ones(shape, "float32")
+        beta = _np(b) if b is not None else np.zeros(shape, "float32")
+        return self.op("layer_norm", [self.tensor(x, where), self.g.const("gamma", gamma),
+                                      self.g.const("beta", beta)], where, eps=float(eps))
+
+
+def _kw(args: list[Any], kwargs: dict[str, Any], i: int, key: str, default: Any) -> Any:
+    return args[i] if len(args) > i else kwargs.get(key, default)
+
+
+def _unary(op: str) -> Callable[..., Any]:
+    return lambda s, a, k, w: s.op(op, [s.tensor(a[0], w)], w)
+
+
+def _permute(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
+    dims = a[1:] if len(a) > 2 or isinstance(a[1], int) else a[1]
+    return s.op("permute", [s.tensor(a[0], w)], w, dims=tuple(int(d) for d in s.arg(dims)))
+
+
+def _transpose(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
+    nd = len(s.shape(a[0]))
+    d0, d1 = _kw(a, k, 1, "dim0", 0) % nd, _kw(a, k, 2, "dim1", 1) % nd
+    dims = list(range(nd))
+    dims[d0], dims[d1] = d1, d0
+    return s.op("permute", [s.tensor(a[0], w)], w, dims=tuple(dims))
+
+
+def _same_shape(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
+    # squeeze/unsqueeze: the example run knows the result's shape; a reshape to it is exact
+    return s.reshape(a[0], tuple(s.values[s.current].shape), w)
+
+
+def _softmax(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
+    return s.op("softmax", [s.tensor(a[0], w)], w, axis=int(s.arg(_kw(a, k, 1, "dim", -1))))
+
+
+def _mean(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
+    dims = s.arg(_kw(a, k, 1, "dim", None))
+    if dims is None:
+        dims = tuple(range(len(s.shape(a[0]))))
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return s.op("mean", [s.tensor(a[0], w)], w, axes=dims,
+                keepdim=bool(_kw(a, k, 2, "keepdim", False)))
+
+
+_FUNCS: dict[str, Callable[[_Importer, list[Any], dict[str, Any], str], Any]] = {
+    "add": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
+    "iadd": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
+    "sub": lambda s, a, k, w: s.binary("sub", a[0], a[1], w),
+    "mul": lambda s, a, k, w: s.binary("mul", a[0], a[1], w),
+    "truediv": lambda s, a, k, w: s.binary("div", a[0], a[1], w),
+    "div": lambda s, a, k, w: s.binary("div", a[0], a[1], w),
+    "relu": _unary("relu"), "gelu": lambda s, a, k, w: s.op(
+        "gelu", [s.tensor(a[0], w)], w, approximate=k.get("approximate", "none")),
+    "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"), "exp": _unary("exp"),
+    "sqrt": _unary("sqrt"), "neg": _unary("neg"),
+    "relu6": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w, lo=0.0, hi=6.0),
+    "hardtanh": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w,
+                                        lo=float(_kw(a, k, 1, "min_val", -1.0)),
+                                        hi=float(_kw(a, k, 2, "max_val", 1.0))),
+    "matmul": lambda s, a, k, w: s.op("matmul", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
+    "bmm": lambda s, a, k, w: s.op("matmul", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
+    "softmax": _softmax, "mean": _mean,
+    "permute": _permute, "transpose": _transpose,
+    "reshape": lambda s, a, k, w: s.reshape(a[0], s.arg(a[1:]), w),
+    "view": lambda s, a, k, w: s.reshape(a[0], s.arg(a[1:]), w),
+    "flatten": lambda s, a, k, w: s.flatten(a[0], int(_kw(a, k, 1, "start_dim", 0)),
+                                            int(_kw(a, k, 2, "end_dim", -1)), w),
+    "contiguous": lambda s, a, k, w: s.arg(a[0]),
+    "cat": lambda s, a, k, w: s.op("concat", [s.tensor(t, w) for t in a[0]], w,
+                                   axis=int(_kw(a, k, 1, "dim", 0))),
+    "linear": lambda s, a, k, w: _linear(s, a, k, w),
+    "conv2d": lambda s, a, k, w: _conv2d(s, a, k, w),
+    "layer_norm": lambda s, a, k, w: s.layer_norm(
+        a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "weight", None)),
+        s.arg(_kw(a, k, 3, "bias", None)), float(_kw(a, k, 4, "eps", 1e-5)), w),
+    "adaptive_avg_pool2d": lambda s, a, k, w: s.adaptive(a[0], s.arg(a[1]), w),
+    "max_pool2d": lambda s, a, k, w: s.pool(
+        "max_pool2d", a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "stride", None)),
+        s.arg(_kw(a, k, 3, "padding", 0)), w, dilation=s.arg(_kw(a, k, 4, "dilation", 1)),
+        ceil_mode=bool(_kw(a, k, 5, "ceil_mode", False))),
+    "avg_pool2d": lambda s, a, k, w: s.pool(
+        "avg_pool2d", a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "stride", None)),
+        s.arg(_kw(a, k, 3, "padding", 0)), w, ceil_mode=bool(_kw(a, k, 4, "ceil_mode", False)),
+        count_include_pad=bool(_kw(a, k, 5, "count_include_pad", True)),
+        divisor_override=_kw(a, k, 6, "divisor_override", None)),
+}
+
+
+def _conv2d(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
+    weight, bias = s.arg(_kw(a, k, 1, "weight", None)), s.arg(_kw(a, k, 2, "bias", None))
+    return s.conv_arrays(a[0], _np(weight) if isinstance(weight, s.torch.Tensor) else weight,
+                         None if bias is None else _np(bias), s.arg(_kw(a, k, 3, "stride", 1)),
+                         s.arg(_kw(a, k, 4, "padding", 0)), s.arg(_kw(a, k, 5, "dilation", 1)),
+                         int(_kw(a, k, 6, "groups", 1)), w)
+
+
+def _linear(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    weight, bias = s.arg(a[1]), s.arg(_kw(a, k, 2, "bias", None))
+    if not isinstance(weight, s.torch.Tensor):
+        raise GraphError(f"{w}: linear with a computed weight is not supported; use matmul")
+    y = s.op("dense", [s.tensor(a[0], w), s.g.const("w", _np(weight).T)], w)
+    return y if bias is None else s.binary("add", y, bias, w)
+
+
+_FUNCS["squeeze"] = _FUNCS["unsqueeze"] = _same_shape
+
+
+def from_torch(module: Any, *examples: Any) -> Graph:
+    """The graph of ``module`` (an ``nn.Module`` in eval mode) for these example inputs."""
+    if getattr(module, "training", False):
+        raise GraphError(f"{type(module).__name__} is in training mode; call .eval() first "
+                         "(batch norm and dropout are compiled for inference)")
+    return _Importer(module, examples).run()

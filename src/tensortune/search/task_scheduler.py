@@ -1,0 +1,165 @@
+"""The task scheduler: many tuning tasks (a model's distinct kernels) share one budget.
+
+The objective is the model's latency, ``sum_i w_i * g_i``: task i's best latency ``g_i``
+times its weight ``w_i`` (how many times the model runs it). Each round gives one batch of
+trials to one task:
+- ``round-robin``: the tasks in turn;
+- ``gradient`` (Ansor, section 6): after a warm-up round for every task, the task whose
+  next trials are expected to cut the objective most, by the estimate
+  ``w_i * (alpha * backward_i + (1 - alpha) * forward_i)``, where ``backward_i`` is the
+  latency gained per trial over the task's last ``window`` rounds, and ``forward_i`` the
+  more hopeful of two guesses: ``-g_i / t_i`` (the latency halves again with as many
+  trials as it has had) and ``beta * C_i / V_i - g_i`` (it reaches ``1 / beta`` of the
+  best flop rate ``V_i`` of the similar tasks: the same operators, other shapes). With
+  probability ``eps`` a random task is picked instead.
+
+Trials already in the database count for a task, so a second run resumes: a task that was
+tuned before needs no warm-up and its history starts from its stored best.
+
+Example:
+    >>> sched = TaskScheduler(tasks, database="model.db", strategy="gradient")
+    >>> sched.tune(trials=512)
+    >>> [(t.name, t.trials, t.best_latency) for t in sched.states]
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..codegen import Target
+from ..database import Database
+from ..errors import TensorTuneError
+from ..measure import LocalBuilder, LocalRunner
+from ..tir.analysis import flop_count
+from ..tir.stmt import PrimFunc
+from .tune import TuningTask, _open, tuned_func
+
+
+@dataclass
+class TaskState:
+    """What the scheduler knows of one task."""
+
+    name: str
+    func: PrimFunc
+    weight: float
+    flops: float
+    trials: int = 0                   # in the database (this run and earlier ones)
+    new_trials: int = 0               # measured in this run
+    errors: int = 0
+    rounds: int = 0                   # rounds given in this run
+    best_latency: float = float("inf")
+    curve: list[tuple[int, float]] = field(default_factory=list)   # (trials, best)
+    tuner: TuningTask | None = None
+    exhausted: bool = False
+
+    @property
+    def cost(self) -> float:
+        """Weighted latency: this task's share of the model's time."""
+        return self.weight * self.best_latency
+
+
+class TaskScheduler:
+    def __init__(self, tasks: Sequence[Any], *, database: str | Path | Database | None = None,
+                 target: Target | None = None, strategy: str = "gradient",
+                 batch_size: int = 16, seed: int | None = None, alpha: float = 0.2,
+                 beta: float = 2.0, window: int = 3, eps: float = 0.05,
+                 timeout: float = 10.0, tune_strategy: str = "evolutionary",
+                 progress: Callable[[TaskState, dict], None] | None = None) -> None:
+        """``tasks``: objects with ``name``, ``func`` and ``weight`` (``graph.Task``)."""
+        if strategy not in ("gradient", "round-robin"):
+            raise TensorTuneError(f"unknown task scheduler {strategy!r}; use 'gradient' or "
+                                  "'round-robin'")
+        if not tasks:
+            raise TensorTuneError("the task scheduler needs at least one task")
+        self.db = _open(database)
+        self.target = target or Target.host()
+        self.strategy, self.batch_size = strategy, batch_size
+        self.alpha, self.beta, self.window, self.eps = alpha, beta, window, eps
+        self.rng = random.Random(seed)
+        self.seed, self.timeout, self.tune_strategy = seed, timeout, tune_strategy
+        self.progress = progress
+        fp = self.target.fingerprint()
+        self.states = []
+        for t in tasks:
+            st = TaskState(t.name, t.func, float(t.weight), flop_count(t.func))
+            wl = tuned_func(t.func, self.db, self.target).structural_hash()
+            st.trials = self.db.count(wl, fp)
+            top = self.db.top_k(wl, fp, 1)
+            if top:
+                st.best_latency = top[0].latency
+                st.curve.append((st.trials, st.best_latency))
+            self.states.append(st)
+        self._next = 0
+        self.spent = 0
+
+    @property
+    def objective(self) -> float:
+        """The model's estimated latency from tuned tasks (inf while one has none)."""
+        return sum(s.cost for s in self.states)
+
+    def pick(self) -> TaskState | None:
+        """The task that gets the next round, or None when every task is exhausted."""
+        live = [s for s in self.states if not s.exhausted]
+        if not live:
+            return None
+        if self.strategy == "round-robin":
+            st = live[self._next % len(live)]
+            self._next += 1
+            return st
+        cold = [s for s in live if s.trials == 0 or
+                (s.best_latency == float("inf") and s.rounds < 2)]
+        if cold:
+            return cold[0]
+        live = [s for s in live if s.best_latency < float("inf")]
+        if not live:
+            return None
+        if self.rng.random() < self.eps:
+            return self.rng.choice(live)
+        return min(live, key=self.gradient)
+
+    def gradient(self, st: TaskState) -> float:
+        """Expected change of the objective per trial given to ``st`` (negative = gain)."""
+        g, t = st.best_latency, max(st.trials, 1)
+        backward = 0.0
+        if len(st.curve) > self.window:
+            (t0, g0), (t1, g1) = st.curve[-1 - self.window], st.curve[-1]
+            backward = (g1 - g0) / max(t1 - t0, 1)
+        best_rate = max(s.flops / s.best_latency for s in self.states
+                        if s.best_latency < float("inf") and s.func.name == st.func.name)
+        forward = min(-g / t, self.beta * st.flops / best_rate - g)
+        return st.weight * (self.alpha * backward + (1 - self.alpha) * forward)
+
+    def tune(self, trials: int) -> list[TaskState]:
+        """Spend ``trials`` new measurements across the tasks; returns the task states."""
+        builder = LocalBuilder(self.target)
+        self.spent, t0 = 0, time.perf_counter()
+        with LocalRunner(timeout=self.timeout) as runner:
+            while self.spent < trials:
+                st = self.pick()
+                if st is None:
+                    break
+                tuner = st.tuner
+                if tuner is None:
+                    tuner = st.tuner = TuningTask(st.func, self.db, self.target, name=st.name,
+                                                  strategy=self.tune_strategy, seed=self.seed)
+
+                def report(rec: Any, st: TaskState = st) -> None:
+                    self.spent += 1
+                    st.trials += 1
+                    st.new_trials += 1
+                    st.errors += 0 if rec.ok else 1
+                    st.best_latency = min(st.best_latency, rec.latency)
+                    if self.progress is not None:
+                        self.progress(st, {"spent": self.spent, "total": trials,
+                                           "objective": self.objective,
+                                           "elapsed": time.perf_counter() - t0})
+                tuner.step(builder, runner, min(self.batch_size, trials - self.spent), report)
+                st.rounds += 1
+                st.exhausted = tuner.exhausted
+                st.curve.append((st.trials, st.best_latency))
+        return self.states

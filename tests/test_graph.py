@@ -1,0 +1,166 @@
+"""Whole models: the PyTorch frontend, fusion, task extraction and the executor, checked
+against PyTorch on random inputs."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tensortune as tt
+from tensortune.graph import Graph, GraphError, extract_tasks, fuse
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+_spec = importlib.util.spec_from_file_location(
+    "model_zoo", Path(__file__).parents[1] / "benchmarks" / "model_zoo.py")
+zoo = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(zoo)
+
+
+def check(model, *xs, trials=0, database=None, **kw):
+    compiled = tt.compile_model(model, xs if len(xs) > 1 else xs[0], trials=trials,
+                                database=database, **kw)
+    with torch.no_grad():
+        want = model(*xs)
+    got = compiled(*xs)
+    assert isinstance(got, torch.Tensor) and got.shape == want.shape
+    scale = float(want.abs().max())
+    assert scale > 0
+    err = float((got - want).abs().max())
+    assert err <= 1e-4 * max(1.0, scale), f"max error {err} (output scale {scale})"
+    return compiled
+
+
+class Lambda(nn.Module):
+    def __init__(self, fn, *params):
+        super().__init__()
+        self.fn = fn
+        self.ps = nn.ParameterList([nn.Parameter(p) for p in params])
+
+    def forward(self, x):
+        return self.fn(x, *self.ps)
+
+
+OPS = {
+    "conv_group_stride_dil": (nn.Conv2d(8, 12, 3, stride=2, padding=2, dilation=2, groups=4),
+                              (1, 8, 11, 9)),
+    "conv_1x1_nobias": (nn.Conv2d(6, 5, 1, bias=False), (2, 6, 5, 5)),
+    "bn_alone": (nn.Sequential(nn.ReLU(), zoo.randomize_norms(nn.BatchNorm2d(4))),
+                 (1, 4, 5, 5)),
+    "linear_3d_gelu": (nn.Sequential(nn.Linear(12, 7), nn.GELU()), (2, 3, 12)),
+    "gelu_tanh_sigmoid": (nn.Sequential(nn.GELU(approximate="tanh"), nn.Sigmoid(), nn.Tanh()),
+                          (3, 10)),
+    "maxpool_ceil": (nn.MaxPool2d(3, 2, 1, ceil_mode=True), (1, 3, 10, 9)),
+    "avgpool_nopad_count": (nn.AvgPool2d(3, 2, 1, count_include_pad=False), (1, 3, 9, 8)),
+    "avgpool_ceil": (nn.AvgPool2d(2, 2, ceil_mode=True), (1, 2, 7, 7)),
+    "adaptive_2x2": (nn.AdaptiveAvgPool2d(2), (1, 3, 8, 6)),
+    "layernorm_2d": (nn.LayerNorm((4, 6)), (3, 4, 6)),
+    "softmax_dim1": (nn.Softmax(dim=1), (2, 5, 3)),
+    "relu6_hardtanh": (nn.Sequential(nn.ReLU6(), nn.Hardtanh(-0.5, 0.25)), (4, 9)),
+    "broadcast_math": (Lambda(lambda x, a, b: (x * a - b) / (a + 2.0) + 1.0 - x.mean(-1, True),
+                              torch.rand(1, 5) + 0.5, torch.randn(3, 1)), (2, 3, 5)),
+    "matmul_bcast": (Lambda(lambda x, w: torch.matmul(x, w), torch.randn(4, 3)), (2, 5, 4)),
+    "bmm_transpose": (Lambda(lambda x: torch.bmm(x, x.transpose(1, 2))), (3, 4, 5)),
+    "permute_reshape_cat": (Lambda(lambda x: torch.cat(
+        [x.permute(0, 2, 1).reshape(2, -1), x.flatten(1) * 2, x.view(2, 12)], dim=1)),
+        (2, 3, 4)),
+    "squeeze_unsqueeze_rdiv": (Lambda(lambda x: (1.0 / (x.unsqueeze(1) + 3.0)).squeeze(1)
+                                      - 2.0 - x), (4, 5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_operator_matches_torch(name):
+    model, shape = OPS[name]
+    torch.manual_seed(0)
+    check(model.eval(), torch.randn(*shape))
+
+
+def test_embedding_with_int_ids():
+    emb = nn.Embedding(11, 6).eval()
+    ids = torch.tensor([[1, 10, 3], [0, 7, 7]])
+    compiled = tt.compile_model(nn.Sequential(emb, nn.LayerNorm(6)).eval(), ids)
+    with torch.no_grad():
+        want = nn.Sequential(emb, nn.LayerNorm(6).eval())(ids)
+    assert compiled.graph.nodes[compiled.graph.inputs[0]].dtype == "int32"
+    np.testing.assert_allclose(compiled(ids).numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(c=st.integers(1, 6), stride=st.integers(1, 2), h=st.integers(3, 9),
+       expand=st.integers(1, 3), seed=st.integers(0, 1000))
+def test_fused_blocks_match_torch_on_random_shapes(c, stride, h, expand, seed):
+    torch.manual_seed(seed)
+    model = nn.Sequential(zoo.BasicBlock(c, 2 * c if stride == 2 else c, stride),
+                          zoo.InvertedResidual(2 * c if stride == 2 else c, c, 1, expand))
+    check(zoo.randomize_norms(model, seed).eval(), torch.randn(1, c, h, h + 1))
+
+
+def test_tuned_resnet_blocks_match_and_dedupe(tmp_path):
+    model = zoo.resnet18(width=4, classes=5, blocks=2)
+    x = torch.randn(1, 3, 32, 32)
+    compiled = check(model, x, trials=40, database=tmp_path / "r.db", batch_size=4, seed=0)
+    # two blocks per stage: the second block's two convs share one task of weight 2
+    weights = {t.name: t.weight for t in compiled.tasks}
+    assert sum(t.weight for t in compiled.tasks) == sum(
+        f is not None for f in extract_tasks(compiled.graph, compiled.groups)[1])
+    assert max(weights.values()) == 2 and len(compiled.tasks) < len(compiled.groups)
+    # batch norms are folded: no multiply remains in the graph
+    assert not any(n.op == "mul" for n in compiled.graph.nodes.values())
+    tuned = [st for st, ok in zip(compiled.states, compiled.tuned) if ok]
+    assert tuned and all(st.best_latency < float("inf") for st in tuned)
+    assert "share" in compiled.summary()
+    # resume: no new trials, the same database gives tuned kernels at once
+    again = check(model, x, trials=0, database=tmp_path / "r.db")
+    assert again.tuned == compiled.tuned
+    assert [s.trials for s in again.states] == [s.trials for s in compiled.states]
+
+
+def test_mobilenet_v2_block_and_bert_layer_match():
+    mb = zoo.mobilenet_v2(width=0.25, classes=7, config=[(1, 16, 1, 1), (6, 24, 2, 2)],
+                          last=32)
+    compiled = check(mb, torch.randn(1, 3, 24, 24))
+    ops = {tuple(compiled.graph.nodes[n].op for n in g.nodes) for g in compiled.groups}
+    assert ("conv2d", "add", "clip") in ops          # depthwise + folded bn + relu6 fused
+    bert = zoo.bert_layer(hidden=32, heads=4, ffn=64)
+    compiled = check(bert, torch.randn(2, 8, 32), trials=24, batch_size=4, seed=1)
+    dense = [t for t in compiled.tasks if t.func.name == "dense_add"]
+    assert dense and dense[0].weight == 3                 # q, k and v projections
+
+
+def test_fusion_rules_on_a_handmade_graph():
+    g = Graph()
+    x = g.input("x", (8, 8))
+    w = g.const("w", np.random.default_rng(0).standard_normal((8, 8)))
+    t = g.op("permute", [x], dims=(1, 0))            # injective producer of the anchor
+    d = g.op("dense", [t, w])
+    r = g.op("relu", [d])                            # epilogue
+    s = g.op("softmax", [r])                         # a reduction starts a group
+    e = g.op("exp", [x])                             # element-wise, read by an anchor
+    d2 = g.op("dense", [e, w])
+    g.outputs = [g.op("add", [s, d2])]
+    groups = [[g.nodes[n].op for n in grp.nodes] for grp in fuse(g)]
+    assert ["permute", "dense", "relu"] in groups
+    assert ["exp"] in groups                          # not recomputed inside the dense
+    assert any(grp[0] == "softmax" for grp in groups)
+
+
+def test_unsupported_operator_names_op_and_node():
+    model = Lambda(lambda x: torch.sort(x, dim=1).values + 1.0)
+    with pytest.raises(GraphError, match=r"unsupported operator 'sort' at node sort"):
+        tt.compile_model(model.eval(), torch.randn(2, 3))
+    with pytest.raises(GraphError, match="training mode"):
+        tt.compile_model(nn.Linear(2, 2), torch.randn(1, 2))
+    with pytest.raises(GraphError, match=r"unsupported module LSTM"):
+        tt.compile_model(nn.Sequential(nn.LSTM(3, 3)).eval(), torch.randn(2, 1, 3))
+
+
+def test_executor_rejects_a_wrong_input_shape():
+    compiled = tt.compile_model(nn.Sequential(nn.ReLU()).eval(), torch.randn(2, 3))
+    with pytest.raises(GraphError, match=r"compiled for shape \[2, 3\]"):
+        compiled(torch.randn(3, 3))

@@ -1,0 +1,58 @@
+"""The task scheduler: round-robin and gradient allocation, a shared budget, resume."""
+
+import pytest
+
+import tensortune as tt
+from tensortune import te
+from tensortune.graph import Task
+from tensortune.search.task_scheduler import TaskScheduler
+
+
+def relu_func(n: int) -> tt.tir.PrimFunc:
+    x = te.placeholder((n, n), name="x")
+    y = te.compute((n, n), lambda i, j: te.max(x[i, j], 0.0), name="relu")
+    return te.create_func([x, y], name="relu")
+
+
+HEAVY = Task("gmm", tt.workloads.get("gmm", M=96, N=96, K=96), 4)
+LIGHT = Task("relu", relu_func(32), 1)
+
+
+def test_gradient_prefers_the_task_that_dominates_latency():
+    sched = TaskScheduler([LIGHT, HEAVY], eps=0.0)
+    light, heavy = sched.states
+    assert sched.pick() is light            # warm-up: a task never tuned comes first
+    for st, lat in ((light, 2e-6), (heavy, 1e-4)):
+        st.trials, st.best_latency = 16, lat
+        st.curve = [(4, lat * 1.5), (8, lat * 1.2), (12, lat * 1.1), (16, lat)]
+    assert sched.pick() is heavy
+    assert sched.gradient(heavy) < sched.gradient(light) < 0
+    # once the heavy task stops improving and is near its similar tasks' rate, the
+    # light one's optimistic estimate wins
+    heavy.curve = [(t, heavy.best_latency) for t in (4, 8, 12, 16)]
+    heavy.trials = 10_000
+    assert sched.pick() is light
+
+
+def test_round_robin_takes_turns_and_bad_names_are_refused():
+    sched = TaskScheduler([LIGHT, HEAVY], strategy="round-robin")
+    assert [sched.pick().name for _ in range(4)] == ["relu", "gmm", "relu", "gmm"]
+    with pytest.raises(tt.TensorTuneError, match="unknown task scheduler 'greedy'"):
+        TaskScheduler([LIGHT], strategy="greedy")
+    with pytest.raises(tt.TensorTuneError, match="at least one task"):
+        TaskScheduler([])
+
+
+def test_shared_budget_goes_to_the_heavy_task_and_resumes(tmp_path):
+    db = tmp_path / "t.db"
+    sched = TaskScheduler([LIGHT, HEAVY], database=db, batch_size=4, seed=0, eps=0.0)
+    states = sched.tune(40)
+    light, heavy = states
+    assert light.new_trials + heavy.new_trials == 40
+    assert heavy.new_trials > light.new_trials >= 1   # the relu space has few programs
+    assert heavy.best_latency < float("inf") and light.best_latency < float("inf")
+    # a new scheduler on the same database starts from what is stored: no warm-up
+    again = TaskScheduler([LIGHT, HEAVY], database=db, eps=0.0)
+    assert [s.trials for s in again.states] == [light.trials, heavy.trials]
+    assert [s.best_latency for s in again.states] == [light.best_latency, heavy.best_latency]
+    assert again.pick() is again.states[1]
