@@ -44,3 +44,24 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
     bad.write_bytes(b"garbage" * 500)
     assert main(["show", "gmm", "--db", str(bad)]) == 2
     assert "not a usable tensortune database" in capsys.readouterr().err
+
+
+def test_tune_model_from_a_user_file(tmp_path, capsys):
+    import pytest
+
+    pytest.importorskip("torch")
+    net = tmp_path / "net.py"
+    net.write_text(
+        "from torch import nn\n"
+        "def build():\n"
+        "    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),\n"
+        "                         nn.Flatten(), nn.Linear(4 * 36, 5))\n")
+    db = str(tmp_path / "m.db")
+    assert main(["tune-model", f"{net}:build", "--input", "1,3,6,6", "--trials", "12",
+                 "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "conv2d_add_relu#0" in out and "relative error against PyTorch" in out
+    assert main(["tune-model", f"{net}:nope", "--input", "1,3,6,6"]) == 2
+    assert "has no 'nope'" in capsys.readouterr().err
+    assert main(["tune-model", str(tmp_path / "none.py:build"), "--input", "1"]) == 2
+    assert "no such file" in capsys.readouterr().err

@@ -3,6 +3,7 @@
     tensortune tune gmm --trials 256 --db tuning.db        tune a suite workload
     tensortune tune my_ops.py:matmul_relu --trials 128      ... or a func from your file
     tensortune show gmm --db tuning.db                      best trace, loop nest and C
+    tensortune tune-model model.py:build --input 1,3,224,224 --trials 2000 --db resnet.db
     tensortune db list|export|import --db tuning.db [FILE]
     tensortune example                                      a hand-scheduled matmul
     tensortune target                                       the detected machine
@@ -75,6 +76,103 @@ def _tune(args: argparse.Namespace) -> int:
         console.print("[red]no candidate passed the checks[/]")
         return 1
     return 0
+
+
+def _load_model(spec: str) -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    from tensortune.errors import TensorTuneError
+
+    path, _, attr = spec.rpartition(":")
+    if not path or not attr:
+        raise TensorTuneError(f"{spec}: expected path/to/file.py:name")
+    if not Path(path).is_file():
+        raise TensorTuneError(f"{spec}: no such file {path!r}")
+    mspec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    assert mspec is not None and mspec.loader is not None
+    module = importlib.util.module_from_spec(mspec)
+    mspec.loader.exec_module(module)
+    if not hasattr(module, attr):
+        names = [n for n in vars(module) if not n.startswith("_")]
+        raise TensorTuneError(f"{path} has no {attr!r}; it defines: {', '.join(names)}")
+    obj = getattr(module, attr)
+    import torch
+
+    model = obj if isinstance(obj, torch.nn.Module) else obj()
+    if not isinstance(model, torch.nn.Module):
+        raise TensorTuneError(f"{spec} gave {type(model).__name__}, not a torch.nn.Module")
+    return model.eval()
+
+
+def _example_input(text: str) -> Any:
+    import torch
+
+    shape, _, kind = text.partition(":")
+    try:
+        dims = [int(d) for d in shape.split(",")]
+    except ValueError:
+        raise SystemExit(f"--input: expected a shape like 1,3,224,224[:int], got "
+                         f"{text!r}") from None
+    if kind == "int":
+        return torch.randint(0, 2, dims)
+    return torch.randn(*dims)
+
+
+def _tune_model(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    import tensortune as tt
+
+    console = Console()
+    model = _load_model(args.model)
+    xs = tuple(_example_input(t) for t in args.input)
+    states: dict[str, Any] = {}
+    last = [0.0]
+
+    def view(ev: dict[str, Any] | None = None) -> Table:
+        title = args.model
+        if ev:
+            est = ev["objective"]
+            title += (f": {ev['spent']}/{ev['total']} trials, {ev['elapsed']:.0f} s, kernel "
+                      "time " + (f"{est * 1e3:.3f} ms" if est < float("inf") else
+                                 "n/a until every task has a valid kernel"))
+        table = Table(title=title)
+        for col in ("task", "weight", "trials", "best (us)", "GFLOP/s", "errors", "share"):
+            table.add_column(col, justify="left" if col == "task" else "right")
+        total = sum(s.cost for s in states.values() if s.best_latency < float("inf"))
+        for st in states.values():
+            ok = st.best_latency < float("inf")
+            table.add_row(st.name, f"{st.weight:.0f}", str(st.trials),
+                          f"{st.best_latency * 1e6:.1f}" if ok else "-",
+                          f"{st.flops / st.best_latency / 1e9:.1f}" if ok else "-",
+                          str(st.errors), f"{100 * st.cost / total:.1f}%" if ok else "-")
+        return table
+
+    with Live(view(), console=console, refresh_per_second=2) as live:
+        def progress(st: Any, ev: dict[str, Any]) -> None:
+            states.update((s.name, s) for s in ev["states"])
+            if time.perf_counter() - last[0] > 0.5 or ev["spent"] == ev["total"]:
+                last[0] = time.perf_counter()
+                live.update(view(ev))
+        compiled = tt.compile_model(model, xs if len(xs) > 1 else xs[0], trials=args.trials,
+                                    database=args.db, scheduler=args.scheduler,
+                                    seed=args.seed, progress=progress)
+    console.print(compiled.summary())
+    with __import__("torch").no_grad():
+        want = model(*xs)
+    got = compiled(*xs)
+    err = float((got - want).abs().max() / max(float(want.abs().max()), 1e-30))
+    t0 = time.perf_counter()
+    for _ in range(3):
+        compiled(*xs)
+    console.print(f"end to end {1e3 * (time.perf_counter() - t0) / 3:.3f} ms per call; "
+                  f"relative error against PyTorch {err:.1e}")
+    return 0 if err < 1e-3 else 1
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -165,6 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     tune.add_argument("--cost-model", default="lgbm", choices=["lgbm", "random"])
     tune.add_argument("--seed", type=int, default=None)
     tune.set_defaults(fn=_tune)
+    tm = sub.add_parser("tune-model", help="tune and compile a PyTorch model")
+    tm.add_argument("model", help="file.py:name, an nn.Module or a function returning one")
+    tm.add_argument("--input", action="append", required=True,
+                    help="an example input's shape, e.g. 1,3,224,224 (add :int for indices); "
+                         "repeat for several inputs")
+    tm.add_argument("--trials", type=int, default=2000)
+    tm.add_argument("--db", default="model.db")
+    tm.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"])
+    tm.add_argument("--seed", type=int, default=None)
+    tm.set_defaults(fn=_tune_model)
     sub.choices["show"].add_argument("--c", action="store_true", help="print the C source")
     sub.choices["show"].set_defaults(fn=_show)
     db = sub.add_parser("db", help="list, export or import a tuning database")

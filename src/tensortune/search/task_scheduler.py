@@ -156,7 +156,7 @@ class TaskScheduler:
                     st.best_latency = min(st.best_latency, rec.latency)
                     if self.progress is not None:
                         self.progress(st, {"spent": self.spent, "total": trials,
-                                           "objective": self.objective,
+                                           "objective": self.objective, "states": self.states,
                                            "elapsed": time.perf_counter() - t0})
                 tuner.step(builder, runner, min(self.batch_size, trials - self.spent), report)
                 st.rounds += 1

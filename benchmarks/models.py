@@ -1,0 +1,107 @@
+"""Whole-model benchmark: ResNet-18, MobileNet-V2 (batch 1, 224x224) and a BERT-base
+encoder layer (sequence 128), compiled by tensortune after a stated trial budget, against
+PyTorch eager CPU and onnxruntime (when installed), measured in the same run.
+
+Run: python benchmarks/models.py [--models resnet18,mobilenet_v2,bert_layer]
+         [--trials 2000] [--scheduler gradient] [--db DIR_OR_FILE] [--out benchmarks/out]
+
+Each model's end-to-end latency is the median of repeated calls after a warm-up (the
+compiled model copies its input in and its output out, as a user's call does). The
+compiled model's output is checked against PyTorch's first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+import tensortune as tt  # noqa: E402
+from benchmarks.baselines import median_time, setup_torch  # noqa: E402
+from benchmarks.model_zoo import bert_layer, mobilenet_v2, resnet18  # noqa: E402
+
+MODELS = {
+    "resnet18": (resnet18, (1, 3, 224, 224)),
+    "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)),
+    "bert_layer": (bert_layer, (1, 128, 768)),
+}
+
+
+def onnxruntime_time(model: Any, x: torch.Tensor, out: Path) -> float | None:
+    """Latency under onnxruntime, or None when it (or the ONNX exporter) is missing."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    path = out / f"{type(model).__name__}.onnx"
+    torch.onnx.export(model, (x,), str(path), dynamo=False)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = torch.get_num_threads()
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    feed = {sess.get_inputs()[0].name: x.numpy()}
+    return median_time(lambda: sess.run(None, feed))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--trials", type=int, default=2000, help="trial budget per model")
+    ap.add_argument("--scheduler", default="gradient")
+    ap.add_argument("--db", default=None, help="database file (default: one per run)")
+    ap.add_argument("--out", default="benchmarks/out")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    target = tt.Target.host()
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    db = args.db or str(out / f"models-{stamp}.db")
+    print(f"{datetime.date.today()} | {target} | {setup_torch(target.cores)} | "
+          f"{args.trials} trials per model, {args.scheduler} scheduler | db {db}", flush=True)
+    rows = []
+    for name in args.models.split(","):
+        build, shape = MODELS[name]
+        torch.manual_seed(0)
+        model, x = build(), torch.randn(*shape)
+        with torch.no_grad():
+            want = model(x)
+            t_torch = median_time(lambda: model(x))  # noqa: B023
+        t_ort = onnxruntime_time(model, x, out)
+        t0 = time.perf_counter()
+        last = [0.0]
+
+        def progress(st: Any, ev: dict[str, Any]) -> None:
+            if time.perf_counter() - last[0] > 30 or ev["spent"] == ev["total"]:
+                last[0] = time.perf_counter()
+                print(f"  {name}: {ev['spent']}/{ev['total']} trials, "
+                      f"{ev['elapsed']:.0f} s, estimate {ev['objective'] * 1e3:.2f} ms",
+                      flush=True)
+        compiled = tt.compile_model(model, x, trials=args.trials, database=db,
+                                    scheduler=args.scheduler, progress=progress)
+        total = time.perf_counter() - t0
+        got = compiled(x)
+        err = float((got - want).abs().max() / want.abs().max())
+        t_tt = median_time(lambda: compiled(x))  # noqa: B023
+        row = {"model": name, "trials": args.trials, "tasks": len(compiled.tasks),
+               "kernels": len(compiled.groups), "tensortune_ms": t_tt * 1e3,
+               "torch_ms": t_torch * 1e3, "ort_ms": t_ort * 1e3 if t_ort else None,
+               "vs_torch": t_torch / t_tt, "tuning_s": compiled.tune_seconds,
+               "compile_s": total, "rel_error": err}
+        rows.append(row)
+        print(compiled.summary())
+        ort = f"{row['ort_ms']:.2f} ms" if t_ort else "not installed"
+        print(f"{name}: tensortune {row['tensortune_ms']:.2f} ms | PyTorch "
+              f"{row['torch_ms']:.2f} ms | onnxruntime {ort} | {row['vs_torch']:.2f}x PyTorch"
+              f" | tuning {total / 60:.1f} min | rel. error {err:.1e}", flush=True)
+    (out / f"models-{stamp}.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
