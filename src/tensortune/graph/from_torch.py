@@ -228,7 +228,9 @@ class _Importer:
         if not isinstance(w, np.ndarray):
             raise GraphError(f"{where}: a convolution with a computed weight is not "
                              "supported; the weight must be a parameter")
-        y = self.op("conv2d", [self.tensor(x, where), self.g.const("w", w)], where,
+        # weights [C / groups, R, S, K]: see graph.ops.conv2d
+        y = self.op("conv2d", [self.tensor(x, where), self.g.const("w", w.transpose(1, 2, 3, 0))],
+                    where,
                     stride=_pair(stride), padding=_pair(padding),
                     dilation=_pair(dilation), groups=int(groups))
         if b is None:
