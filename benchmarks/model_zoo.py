@@ -134,7 +134,7 @@ def randomize_norms(model: nn.Module, seed: int = 0) -> nn.Module:
     hide a folding bug)."""
     g = torch.Generator().manual_seed(seed)
     for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
             c = m.num_features
             m.running_mean.copy_(torch.rand(c, generator=g) - 0.5)
             m.running_var.copy_(torch.rand(c, generator=g) + 0.5)

@@ -52,6 +52,13 @@ OPS = {
     "conv_1x1_nobias": (nn.Conv2d(6, 5, 1, bias=False), (2, 6, 5, 5)),
     "bn_alone": (nn.Sequential(nn.ReLU(), zoo.randomize_norms(nn.BatchNorm2d(4))),
                  (1, 4, 5, 5)),
+    "bn1d_after_linear": (nn.Sequential(nn.Linear(6, 5), zoo.randomize_norms(nn.BatchNorm1d(5))),
+                          (3, 6)),
+    "batch_norm_functional": (Lambda(lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, False),
+                                     torch.randn(3), torch.rand(3) + 0.5, torch.rand(3),
+                                     torch.randn(3)), (2, 3, 4, 4)),
+    "conv_square_epilogue": (Lambda(lambda x, w: F.conv2d(x, w) * F.conv2d(x, w) + 1.0,
+                                    torch.randn(4, 3, 3, 3)), (1, 3, 6, 6)),
     "linear_3d_gelu": (nn.Sequential(nn.Linear(12, 7), nn.GELU()), (2, 3, 12)),
     "gelu_tanh_sigmoid": (nn.Sequential(nn.GELU(approximate="tanh"), nn.Sigmoid(), nn.Tanh()),
                           (3, 10)),
@@ -143,9 +150,11 @@ def test_fusion_rules_on_a_handmade_graph():
     s = g.op("softmax", [r])                         # a reduction starts a group
     e = g.op("exp", [x])                             # element-wise, read by an anchor
     d2 = g.op("dense", [e, w])
-    g.outputs = [g.op("add", [s, d2])]
+    sq = g.op("mul", [d2, d2])                       # reads the anchor twice: still fused
+    g.outputs = [g.op("add", [s, sq])]
     groups = [[g.nodes[n].op for n in grp.nodes] for grp in fuse(g)]
     assert ["permute", "dense", "relu"] in groups
+    assert ["dense", "mul", "add"] in groups           # and the add after it
     assert ["exp"] in groups                          # not recomputed inside the dense
     assert any(grp[0] == "softmax" for grp in groups)
 

@@ -170,13 +170,11 @@ class _Importer:
         x = n.args[0]
         if isinstance(m, nn.Conv2d):
             return self.conv(x, m, where, self.folded.get(n.name))
-        if isinstance(m, nn.BatchNorm2d):
-            if n.args[0].name in self.folded:
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            if getattr(n.args[0], "name", None) in self.folded:
                 return self.env[n.args[0].name]
-            s = _np(m.weight) / np.sqrt(_np(m.running_var) + m.eps)
-            t = _np(m.bias) - _np(m.running_mean) * s
-            y = self.binary("mul", x, self.torch.from_numpy(s.reshape(-1, 1, 1)), where)
-            return self.binary("add", y, self.torch.from_numpy(t.reshape(-1, 1, 1)), where)
+            return self.batch_norm(x, m.running_mean, m.running_var, m.weight, m.bias, m.eps,
+                                   where)
         if isinstance(m, nn.Linear):
             y = self.op("dense", [self.tensor(x, where), self.g.const("w", _np(m.weight).T)],
                         where)
@@ -211,6 +209,18 @@ class _Importer:
                                                                              _np(m.weight))],
                            where)
         raise GraphError(f"unsupported module {type(m).__name__} at {where}")
+
+    def batch_norm(self, x: Any, mean: Any, var: Any, w: Any, b: Any, eps: float,
+                   where: str) -> Any:
+        """Inference batch norm over axis 1 as a per-channel multiply-add."""
+        if mean is None or var is None:
+            raise GraphError(f"{where}: batch norm without running statistics is not "
+                             "supported (track_running_stats=False normalises per batch)")
+        s = (_np(w) if w is not None else 1.0) / np.sqrt(_np(var) + eps)
+        t = (_np(b) if b is not None else 0.0) - _np(mean) * s
+        trail = (1,) * (len(self.shape(x)) - 2)
+        y = self.binary("mul", x, self.torch.from_numpy(np.reshape(s, (-1, *trail))), where)
+        return self.binary("add", y, self.torch.from_numpy(np.reshape(t, (-1, *trail))), where)
 
     def conv(self, x: Any, m: Any, where: str, bn: Any = None) -> _T:
         w = _np(m.weight)
@@ -337,6 +347,10 @@ _FUNCS: dict[str, Callable[[_Importer, list[Any], dict[str, Any], str], Any]] = 
     "cat": lambda s, a, k, w: s.op("concat", [s.tensor(t, w) for t in a[0]], w,
                                    axis=int(_kw(a, k, 1, "dim", 0))),
     "linear": lambda s, a, k, w: _linear(s, a, k, w),
+    "batch_norm": lambda s, a, k, w: _training(s, a, k, w) or s.batch_norm(
+        a[0], s.arg(_kw(a, k, 1, "running_mean", None)), s.arg(_kw(a, k, 2, "running_var", None)),
+        s.arg(_kw(a, k, 3, "weight", None)), s.arg(_kw(a, k, 4, "bias", None)),
+        float(_kw(a, k, 7, "eps", 1e-5)), w),
     "conv2d": lambda s, a, k, w: _conv2d(s, a, k, w),
     "layer_norm": lambda s, a, k, w: s.layer_norm(
         a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "weight", None)),
@@ -352,6 +366,11 @@ _FUNCS: dict[str, Callable[[_Importer, list[Any], dict[str, Any], str], Any]] = 
         count_include_pad=bool(_kw(a, k, 5, "count_include_pad", True)),
         divisor_override=_kw(a, k, 6, "divisor_override", None)),
 }
+
+
+def _training(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> None:
+    if _kw(a, k, 5, "training", False):
+        raise GraphError(f"{w}: batch norm in training mode; call .eval() on the model")
 
 
 def _conv2d(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:

@@ -94,7 +94,7 @@ class Graph:
         """Node name -> names of the nodes that read it (graph outputs not included)."""
         out: dict[str, list[str]] = {n: [] for n in self.nodes}
         for node in self.nodes.values():
-            for i in node.inputs:
+            for i in dict.fromkeys(node.inputs):   # x * x reads x once
                 out[i].append(node.name)
         return out
 
