@@ -129,3 +129,24 @@ def test_vector_exp_is_accurate():
     a[0, :6] = [-20.0, -1e-3, 0.0, 1e-3, 1.0, 20.0]
     ref = np.exp(a.astype(np.float64))
     assert np.max(np.abs(k(a) - ref) / ref) < 1e-6
+
+
+def test_vector_erf_is_accurate():
+    import math
+
+    from tensortune import te
+
+    A = te.placeholder((8, 64), name="A")
+    B = te.compute((8, 64), lambda i, j: te.erf(A[i, j]), name="B")
+    sch = tt.Schedule(te.create_func([A, B]))
+    _, j = sch.get_loops(sch.get_block("B"))
+    sch.vectorize(j)
+    k = tt.build(sch)
+    assert "tt_verf_f32x" in k.source
+    a = np.concatenate([np.linspace(-6, 6, 480), [-1e-30, -1e-6, 0.0, 1e-6, 1e-3, 0.5,
+                                                   3.9, 4.0, 4.1, 50.0, -50.0, 2.0, -2.0,
+                                                   1e-20, 0.1, -0.1] + [1.0] * 16])
+    a = a.astype("float32").reshape(8, 64)
+    ref = np.vectorize(math.erf)(a.astype(np.float64))
+    err = np.abs(k(a) - ref)
+    assert np.all(err <= 1e-6 * np.abs(ref) + 1e-40)
