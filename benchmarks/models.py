@@ -96,6 +96,7 @@ def main() -> None:
                "compile_s": total, "rel_error": err}
         rows.append(row)
         print(compiled.summary())
+        print(compiled.profile(x))
         ort = f"{row['ort_ms']:.2f} ms" if t_ort else "not installed"
         print(f"{name}: tensortune {row['tensortune_ms']:.2f} ms | PyTorch "
               f"{row['torch_ms']:.2f} ms | onnxruntime {ort} | {row['vs_torch']:.2f}x PyTorch"

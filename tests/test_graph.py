@@ -134,6 +134,8 @@ def test_mobilenet_v2_block_and_bert_layer_match():
     compiled = check(mb, torch.randn(1, 3, 24, 24))
     ops = {tuple(compiled.graph.nodes[n].op for n in g.nodes) for g in compiled.groups}
     assert ("conv2d", "add", "clip") in ops          # depthwise + folded bn + relu6 fused
+    prof = compiled.profile(torch.randn(1, 3, 24, 24), repeat=2)
+    assert "kernels in total" in prof and len(prof.splitlines()) == len(compiled.tasks) + 2
     bert = zoo.bert_layer(hidden=32, heads=4, ffn=64)
     compiled = check(bert, torch.randn(2, 8, 32), trials=24, batch_size=4, seed=1)
     dense = [t for t in compiled.tasks if t.func.name == "dense_add"]

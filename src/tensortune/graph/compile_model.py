@@ -38,6 +38,19 @@ class CompiledModel:
     def __call__(self, *inputs: Any) -> Any:
         return self.executor(*inputs)
 
+    def profile(self, *inputs: Any, repeat: int = 10) -> str:
+        """Measured time of each task's kernels in a real call, largest first."""
+        per_task: dict[str, float] = {}
+        owner = {g: t.name for t in self.tasks for g in t.groups}
+        for g, sec in self.executor.profile(*inputs, repeat=repeat):
+            per_task[owner[g]] = per_task.get(owner[g], 0.0) + sec
+        total = sum(per_task.values())
+        rows = [f"{'task':28} {'time (us)':>10} {'share':>6}"]
+        for name, sec in sorted(per_task.items(), key=lambda kv: -kv[1]):
+            rows.append(f"{name[:28]:28} {sec * 1e6:10.1f} {100 * sec / total:5.1f}%")
+        rows.append(f"kernels in total {total * 1e3:.3f} ms")
+        return "\n".join(rows)
+
     def summary(self) -> str:
         """One line per task: weight, trials, best latency, share of the model's time."""
         total = sum(s.cost for s, t in zip(self.states, self.tuned) if t)

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +37,8 @@ class Executor:
             node = graph.nodes[name]
             bufs[name] = aligned_empty(node.shape, node.dtype)
         self.steps: list[tuple[Any, Any]] = []
-        for grp, kern in zip(groups, self.kernels):
+        self.step_groups: list[int] = []        # the group each step runs
+        for gi, (grp, kern) in enumerate(zip(groups, self.kernels)):
             out = graph.nodes[grp.output]
             ins = grp.inputs(graph)
             if kern is None:
@@ -53,6 +55,7 @@ class Executor:
                                      f"{a.dtype}{list(a.shape)}")
             argv = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
             self.steps.append((kern._fn, argv))
+            self.step_groups.append(gi)
         self.buffers = bufs
 
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
@@ -72,6 +75,20 @@ class Executor:
             if rc != 0:
                 raise GraphError(f"a kernel returned error code {rc}")
         return [self.buffers[o].copy() for o in g.outputs]
+
+    def profile(self, *inputs: Any, repeat: int = 10) -> list[tuple[int, float]]:
+        """(group index, median seconds) of each kernel, run in model order on these
+        inputs (so each kernel sees its real input, and caches as warm as in a call)."""
+        import statistics
+
+        self(*inputs)
+        times: list[list[float]] = [[] for _ in self.steps]
+        for _ in range(repeat):
+            for k, (fn, argv) in enumerate(self.steps):
+                t0 = time.perf_counter()
+                fn(argv)
+                times[k].append(time.perf_counter() - t0)
+        return [(g, statistics.median(t)) for g, t in zip(self.step_groups, times)]
 
     def __call__(self, *inputs: Any) -> Any:
         """Call like the model: torch tensors in give torch tensors out."""

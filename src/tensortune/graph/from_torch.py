@@ -347,10 +347,7 @@ _FUNCS: dict[str, Callable[[_Importer, list[Any], dict[str, Any], str], Any]] = 
     "cat": lambda s, a, k, w: s.op("concat", [s.tensor(t, w) for t in a[0]], w,
                                    axis=int(_kw(a, k, 1, "dim", 0))),
     "linear": lambda s, a, k, w: _linear(s, a, k, w),
-    "batch_norm": lambda s, a, k, w: _training(s, a, k, w) or s.batch_norm(
-        a[0], s.arg(_kw(a, k, 1, "running_mean", None)), s.arg(_kw(a, k, 2, "running_var", None)),
-        s.arg(_kw(a, k, 3, "weight", None)), s.arg(_kw(a, k, 4, "bias", None)),
-        float(_kw(a, k, 7, "eps", 1e-5)), w),
+    "batch_norm": lambda s, a, k, w: _batch_norm(s, a, k, w),
     "conv2d": lambda s, a, k, w: _conv2d(s, a, k, w),
     "layer_norm": lambda s, a, k, w: s.layer_norm(
         a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "weight", None)),
@@ -368,9 +365,13 @@ _FUNCS: dict[str, Callable[[_Importer, list[Any], dict[str, Any], str], Any]] = 
 }
 
 
-def _training(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> None:
+def _batch_norm(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
     if _kw(a, k, 5, "training", False):
         raise GraphError(f"{w}: batch norm in training mode; call .eval() on the model")
+    return s.batch_norm(a[0], s.arg(_kw(a, k, 1, "running_mean", None)),
+                        s.arg(_kw(a, k, 2, "running_var", None)),
+                        s.arg(_kw(a, k, 3, "weight", None)), s.arg(_kw(a, k, 4, "bias", None)),
+                        float(_kw(a, k, 7, "eps", 1e-5)), w)
 
 
 def _conv2d(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
