@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import tensortune as tt
 from tensortune.graph import Graph, GraphError, extract_tasks, fuse
+from tensortune.graph.from_torch import from_torch
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -175,3 +176,33 @@ def test_executor_rejects_a_wrong_input_shape():
     compiled = tt.compile_model(nn.Sequential(nn.ReLU()).eval(), torch.randn(2, 3))
     with pytest.raises(GraphError, match=r"compiled for shape \[2, 3\]"):
         compiled(torch.randn(3, 3))
+
+
+def test_depthwise_and_dense_convs_are_not_similar_tasks():
+    """The gradient scheduler's forward estimate holds a task to the best flop rate of
+    similar tasks; a depthwise conv, bound by memory, must not be held to a dense conv's
+    rate, or the scheduler spends the whole budget on it."""
+    from tensortune.search.task_scheduler import TaskScheduler, op_kind
+
+    mb = zoo.mobilenet_v2(width=0.25, classes=7, config=[(1, 16, 1, 1), (6, 24, 2, 2)],
+                          last=32)
+    graph = from_torch(mb.eval(), torch.randn(1, 3, 24, 24))
+    tasks, _ = extract_tasks(graph, fuse(graph))
+    convs = [t for t in tasks if t.func.name.startswith("conv2d")]
+
+    def reduced(kind):   # the conv block's number of reduction axes
+        return max(r for _, r in kind[1:])
+
+    kinds = {op_kind(t.func) for t in convs}
+    depthwise = [t for t in convs if reduced(op_kind(t.func)) == 2]   # r, s
+    dense = [t for t in convs if reduced(op_kind(t.func)) == 3]       # c, r, s
+    assert depthwise and dense and len(kinds) >= 3                    # and 1x1: c only
+    sched = TaskScheduler(depthwise + dense, eps=0.0)
+    for s in sched.states:   # dense convs fast in flop rate, depthwise slow: both tuned a while
+        rate = 50e9 if reduced(s.kind) == 3 else 2e9
+        s.trials, s.best_latency = 64, s.flops / rate
+        s.curve = [(t, s.best_latency) for t in (16, 32, 48, 64)]
+    dw = sched.states[0]
+    # the depthwise task is at the best rate of its own kind: only the hopeful halving
+    # guess remains, not "it could run at a dense conv's 50 GFLOP/s"
+    assert sched.gradient(dw) == pytest.approx(dw.weight * 0.8 * -dw.best_latency / 64)

@@ -10,8 +10,12 @@ trials to one task:
   latency gained per trial over the task's last ``window`` rounds, and ``forward_i`` the
   more hopeful of two guesses: ``-g_i / t_i`` (the latency halves again with as many
   trials as it has had) and ``beta * C_i / V_i - g_i`` (it reaches ``1 / beta`` of the
-  best flop rate ``V_i`` of the similar tasks: the same operators, other shapes). With
-  probability ``eps`` a random task is picked instead.
+  best flop rate ``V_i`` of the similar tasks: the same operators, other shapes). Tasks
+  are similar when their funcs have the same name and the same blocks with the same
+  numbers of spatial and reduction axes longer than one (``op_kind``): a depthwise
+  convolution (a channel reduction of extent one) is never held to the flop rate of a
+  dense one, which it cannot reach being bound by memory. With probability ``eps`` a
+  random task is picked instead.
 
 Trials already in the database count for a task, so a second run resumes: a task that was
 tuned before needs no warm-up and its history starts from its stored best.
@@ -36,8 +40,23 @@ from ..database import Database
 from ..errors import TensorTuneError
 from ..measure import LocalBuilder, LocalRunner
 from ..tir.analysis import flop_count
+from ..tir.functor import blocks_in
 from ..tir.stmt import PrimFunc
 from .tune import TuningTask, _open, tuned_func
+
+
+def op_kind(func: PrimFunc) -> tuple:
+    """What similar tasks share: the func's name and, per block, its numbers of spatial
+    and reduction axes of extent above one; other shapes are left out.
+
+    Example:
+        >>> op_kind(tt.workloads.get("gmm", M=64, N=64, K=64))
+        ('gmm', (2, 1))
+    """
+    blocks = tuple((sum(iv.kind == "S" and iv.extent > 1 for iv in b.iter_vars),
+                    sum(iv.kind == "R" and iv.extent > 1 for iv in b.iter_vars))
+                   for b in blocks_in(func.body))
+    return (func.name, *blocks)
 
 
 @dataclass
@@ -48,6 +67,7 @@ class TaskState:
     func: PrimFunc
     weight: float
     flops: float
+    kind: tuple = ()
     trials: int = 0                   # in the database (this run and earlier ones)
     new_trials: int = 0               # measured in this run
     errors: int = 0
@@ -86,7 +106,7 @@ class TaskScheduler:
         fp = self.target.fingerprint()
         self.states = []
         for t in tasks:
-            st = TaskState(t.name, t.func, float(t.weight), flop_count(t.func))
+            st = TaskState(t.name, t.func, float(t.weight), flop_count(t.func), op_kind(t.func))
             wl = tuned_func(t.func, self.db, self.target).structural_hash()
             st.trials = self.db.count(wl, fp)
             top = self.db.top_k(wl, fp, 1)
@@ -130,7 +150,7 @@ class TaskScheduler:
             (t0, g0), (t1, g1) = st.curve[-1 - self.window], st.curve[-1]
             backward = (g1 - g0) / max(t1 - t0, 1)
         best_rate = max(s.flops / s.best_latency for s in self.states
-                        if s.best_latency < float("inf") and s.func.name == st.func.name)
+                        if s.best_latency < float("inf") and s.kind == st.kind)
         forward = min(-g / t, self.beta * st.flops / best_rate - g)
         return st.weight * (self.alpha * backward + (1 - self.alpha) * forward)
 
