@@ -206,3 +206,27 @@ def test_depthwise_and_dense_convs_are_not_similar_tasks():
     # the depthwise task is at the best rate of its own kind: only the hopeful halving
     # guess remains, not "it could run at a dense conv's 50 GFLOP/s"
     assert sched.gradient(dw) == pytest.approx(dw.weight * 0.8 * -dw.best_latency / 64)
+
+
+def test_residual_epilogue_folds_into_the_conv_tile():
+    """conv + bias + residual add + ReLU: every design space writes the output once, from
+    the conv's register tile, with no separate element-wise pass left over the output.
+    (A residual read at batch index 0 instead of its loop variable once blocked this.)"""
+    from tensortune.measure import measure
+    from tensortune.space.space_generator import PostOrderApply, sample
+    from tensortune.tir.functor import blocks_in
+
+    model = zoo.resnet18(width=8, classes=5, blocks=2).eval()
+    graph = from_torch(model, torch.randn(1, 3, 32, 32))
+    tasks, _ = extract_tasks(graph, fuse(graph))
+    task = next(t for t in tasks
+                if [b.name for b in blocks_in(t.func.body)][-3:] == ["add", "add1", "relu"])
+    gen = PostOrderApply.default(tt.Target.host())
+    spaces = gen.generate(task.func)
+    assert spaces
+    for space in spaces:
+        sch = sample(task.func, space, 0, gen.postprocs)
+        assert sch is not None
+        names = [b.name for b in blocks_in(sch.func.body)]
+        assert not {"add", "add1", "relu"} & set(names), names
+        assert measure(sch, repeat=1, min_repeat_ms=0).ok   # and it computes the same

@@ -56,3 +56,23 @@ def test_shared_budget_goes_to_the_heavy_task_and_resumes(tmp_path):
     assert [s.trials for s in again.states] == [light.trials, heavy.trials]
     assert [s.best_latency for s in again.states] == [light.best_latency, heavy.best_latency]
     assert again.pick() is again.states[1]
+
+
+def test_an_unmet_hope_fades_with_rounds_that_did_not_improve():
+    """Two tasks of one kind: the slow one is held to the fast one's flop rate, a hope it
+    may never meet; each round without improvement weakens it, so the budget moves on."""
+    small = Task("gmm_small", tt.workloads.get("gmm", M=96, N=96, K=96), 1)
+    big = Task("gmm_big", tt.workloads.get("gmm", M=128, N=128, K=128), 8)
+    sched = TaskScheduler([small, big], eps=0.0)     # weights: about equal model time
+    slow, fast = sched.states
+    assert slow.kind == fast.kind
+    slow.trials, slow.best_latency = 32, slow.flops / 5e9           # 5 GFLOP/s
+    fast.trials, fast.best_latency = 32, fast.flops / 100e9         # 100 GFLOP/s
+    fast.curve = [(16, fast.best_latency * 2), (32, fast.best_latency)]
+    slow.curve = [(16, slow.best_latency * 1.01), (32, slow.best_latency)]
+    assert sched.pick() is slow                     # improving, and far from the rate
+    fresh = sched.gradient(slow)
+    slow.curve += [(32 + 16 * i, slow.best_latency) for i in range(1, 11)]
+    slow.trials = slow.curve[-1][0]
+    assert fresh < sched.gradient(slow) < 0
+    assert sched.pick() is fast                     # ten rounds without a gain

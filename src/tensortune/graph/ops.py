@@ -114,10 +114,14 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _bcast(t: Tensor, idx: tuple[Any, ...]) -> Any:
-    """``t`` read at the broadcast index ``idx`` (leading axes dropped, size-1 axes at 0)."""
+def _bcast(t: Tensor, idx: tuple[Any, ...], shape: tuple[int, ...]) -> Any:
+    """``t`` read at the broadcast index ``idx`` of an output of ``shape``: leading axes
+    dropped, axes of size 1 read at 0 where the output's is longer. Where both are 1 the
+    index stays the loop variable: a consumer that reads its producer at exactly its own
+    indices can be folded into the producer's tile (reverse_compute_inline)."""
     lead = len(idx) - t.ndim
-    return t[tuple(0 if t.shape[d] == 1 else idx[lead + d] for d in range(t.ndim))]
+    return t[tuple(0 if t.shape[d] == 1 and shape[lead + d] != 1 else idx[lead + d]
+                   for d in range(t.ndim))]
 
 
 _BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
@@ -129,7 +133,8 @@ def _binary(name: str) -> None:
 
     def compute(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
         shape = broadcast_shape(ins[0].shape, ins[1].shape)
-        return te.compute(shape, lambda *i: f(_bcast(ins[0], i), _bcast(ins[1], i)), name=n)
+        return te.compute(shape, lambda *i: f(_bcast(ins[0], i, shape),
+                                              _bcast(ins[1], i, shape)), name=n)
     _op(name, Pattern.BROADCAST)(compute)
 
 

@@ -10,7 +10,8 @@ trials to one task:
   latency gained per trial over the task's last ``window`` rounds, and ``forward_i`` the
   more hopeful of two guesses: ``-g_i / t_i`` (the latency halves again with as many
   trials as it has had) and ``beta * C_i / V_i - g_i`` (it reaches ``1 / beta`` of the
-  best flop rate ``V_i`` of the similar tasks: the same operators, other shapes). Tasks
+  best flop rate ``V_i`` of the similar tasks: the same operators, other shapes), this
+  second guess halved for each round since the task last improved. Tasks
   are similar when their funcs have the same name and the same blocks with the same
   numbers of spatial and reduction axes longer than one (``op_kind``): a depthwise
   convolution (a channel reduction of extent one) is never held to the flop rate of a
@@ -151,8 +152,23 @@ class TaskScheduler:
             backward = (g1 - g0) / max(t1 - t0, 1)
         best_rate = max(s.flops / s.best_latency for s in self.states
                         if s.best_latency < float("inf") and s.kind == st.kind)
-        forward = min(-g / t, self.beta * st.flops / best_rate - g)
+        # The hope of reaching the similar tasks' rate halves with each round that did not
+        # improve the task: tasks of one kind still differ (a depthwise conv at 112x112
+        # spills the caches, at 7x7 it does not), and an unmet hope must not take the
+        # whole budget.
+        hope = (self.beta * st.flops / best_rate - g) * 0.5 ** self._stale_rounds(st)
+        forward = min(-g / t, hope)
         return st.weight * (self.alpha * backward + (1 - self.alpha) * forward)
+
+    @staticmethod
+    def _stale_rounds(st: TaskState) -> int:
+        """Rounds of this run since the task's best last improved."""
+        n = 0
+        for (_, prev), (_, cur) in zip(st.curve[-2::-1], st.curve[::-1]):
+            if cur < prev:
+                break
+            n += 1
+        return n
 
     def tune(self, trials: int) -> list[TaskState]:
         """Spend ``trials`` new measurements across the tasks; returns the task states."""

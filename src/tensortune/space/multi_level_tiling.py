@@ -172,13 +172,14 @@ class MultiLevelTiling(ScheduleRule):
 
     @staticmethod
     def _fuse_consumer(sch: Schedule, wb: BlockRV) -> None:
-        """Fold a single element-wise consumer of the write-back into it."""
-        blk = sch.get(wb)
-        outs = writes(blk)
-        cons = [c for b in outs for c in readers(sch.func, b)]
-        if len(cons) != 1 or not is_elementwise(cons[0]):
-            return
-        try:
-            sch.reverse_compute_inline(sch.get_block(cons[0].name))
-        except ScheduleError:
-            pass  # not injective: it stays a separate stage
+        """Fold the chain of single element-wise consumers of the write-back into it (a
+        conv's bias add, residual add and ReLU), so the output is written once."""
+        while True:
+            outs = writes(sch.get(wb))
+            cons = [c for b in outs for c in readers(sch.func, b)]
+            if len(cons) != 1 or not is_elementwise(cons[0]):
+                return
+            try:
+                sch.reverse_compute_inline(sch.get_block(cons[0].name))
+            except ScheduleError:
+                return  # not injective: it stays a separate stage
