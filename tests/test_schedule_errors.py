@@ -167,3 +167,26 @@ def test_can_compute_at_agrees_with_compute_at(name, shape):
                 assert can_compute_at(func, b, v) == ok, (b, v.name)
                 checked += ok
     assert checked > 0
+
+
+def test_compute_location_outside_a_loop():
+    """``outside`` keeps only the root and loops that enclose the given loop of the
+    consumer; a loop that does not enclose the consumer is refused by name."""
+    sch = _sch()
+    c = sch.get_block("C")
+    pack = sch.cache_read(c, 1, "global")             # B, read by C at [k, j]
+    i, j, k = sch.get_loops(c)
+    sch.reorder(j, k, i)
+    every = sch.compute_location_candidates(pack)
+    assert len(every) == 3                              # root, j, k: both move B's reads
+    assert sch.compute_location_candidates(pack, k) == every[:2]    # root, j
+    assert sch.compute_location_candidates(pack, j) == every[:1]    # root only
+    loc = sch.sample_compute_location(pack, k, decision=1)
+    sch.compute_at(pack, loc)
+    again = _sch()                                      # the trace replays the same
+    tt.Trace.from_json(sch.trace.as_json()).apply(again)
+    assert str(again.func) == str(sch.func)
+    d = _sch()
+    d_pack = d.cache_read(d.get_block("C"), 1, "global")
+    lone = d.get_loops(d_pack)[0]                       # a loop of the copy, not of C
+    _raises(d, lambda: d.sample_compute_location(d_pack, lone), "does not enclose block C")

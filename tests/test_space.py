@@ -137,6 +137,9 @@ def test_matmul_operand_in_the_lanes_is_packed_into_panels():
         alloc = [ln for ln in str(lower(sch.func)).splitlines() if "B_global = alloc" in ln]
         assert alloc  # one copy per iteration of the sampled loop (unrolled loops repeat it)
         shapes |= {ln.split("alloc(")[1].split(")")[0] for ln in alloc}
+        # never inside the reduction: the copy would be redone at every step of it
+        text = str(sch.func)
+        assert text.index('block("B_global"') < text.index("for k_0 in")
         a, b = random_inputs(f)
         check_close(tt.build(sch)(a, b), a.astype(np.float64) @ b)
     assert len(shapes) > 1  # the location (and so the panel) varies with the draw

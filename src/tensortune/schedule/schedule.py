@@ -315,34 +315,46 @@ class Schedule:
                      {"candidates": list(candidates), "probs": list(probs)}, [rv], decision)
         return rv
 
-    def compute_location_candidates(self, block: BlockRV) -> list[Var | None]:
+    def compute_location_candidates(self, block: BlockRV, outside: LoopRV | None = None
+                                    ) -> list[Var | None]:
         """None (stay at root) and every loop where compute_at(block, loop) is legal and
         not redundant: a loop the consumer's reads of the block's output do not move
-        with would recompute the same values in each of its iterations."""
+        with would recompute the same values in each of its iterations. With
+        ``outside``, only loops that enclose that loop of the consumer (a weight panel
+        copied inside the reduction loops would be copied again at every step)."""
         name = self._block(block, "sample_compute_location")
+        stop = self._loop(outside, "sample_compute_location") if outside is not None else None
         blk, _ = find_block(self.func, name)
         out: list[Var | None] = [None]
         cons = [c for b in writes(blk) for c in readers(self.func, b)]
         if not cons:
             return out
         con, path = find_block(self.func, cons[0].name)
+        if stop is not None:
+            at = [i for i, lp in enumerate(path) if lp.var is stop]
+            if not at:
+                raise ScheduleError(f"sample_compute_location: loop {stop.name} does not "
+                                    f"enclose block {cons[0].name}, the consumer of {name}")
+            path = path[:at[0]]
         moving = access_loop_vars(con, writes(blk))
         out += [lp.var for lp in path
                 if lp.var in moving and compute_location.can_compute_at(self.func, name, lp.var)]
         return out
 
-    def sample_compute_location(self, block: BlockRV,
+    def sample_compute_location(self, block: BlockRV, outside: LoopRV | None = None,
                                 decision: int | None = None) -> LoopRV:
-        """A legal compute location of ``block``: ``tt.ROOT`` or a loop of its consumer;
-        the decision is an index into ``compute_location_candidates``."""
-        cands = self.compute_location_candidates(block)
+        """A legal compute location of ``block``: ``tt.ROOT`` or a loop of its consumer
+        (with ``outside``, one that encloses that loop); the decision is an index into
+        ``compute_location_candidates``."""
+        cands = self.compute_location_candidates(block, outside)
         if decision is None:
             decision = self.rng.randrange(len(cands))
         decision = sampling.check_categorical(decision, len(cands), "sample_compute_location")
         # Root or not, the result is a fresh LoopRV: replayed with another decision, the
         # compute_at that uses it must follow the new location.
         out: LoopRV = self._new(LoopRV, cands[decision])
-        self._record("sample_compute_location", [block], {}, [out], decision)
+        self._record("sample_compute_location", [block] if outside is None else
+                     [block, outside], {}, [out], decision)
         return out
 
 
