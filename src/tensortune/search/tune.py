@@ -30,7 +30,7 @@ from ..errors import TensorTuneError
 from ..kernel import Kernel, build
 from ..measure import BuildInput, LocalBuilder, LocalRunner, RunInput
 from ..reference import CheckError, check_close, evaluate, random_inputs
-from ..rewrite import stride_phase
+from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
 from ..space import PostOrderApply, ScheduleFn, SpaceGenerator
 from ..tir.analysis import flop_count
@@ -241,14 +241,14 @@ def transfer_model(db: Database, workload: str, target: str) -> LGBMModel | None
 
 
 def _rewritten(func: PrimFunc, ins: list[np.ndarray], expected: list[np.ndarray]) -> PrimFunc:
-    new = stride_phase(func)
+    new = rewritten_form(func)
     if new is None:
         return func
     try:
         for got, want in zip(evaluate(new, ins), expected):
             check_close(got, want)
     except CheckError as e:  # a bug in the rewrite must not cost the user a result
-        warnings.warn(f"the stride-phase rewrite of {func.name} changed its result ({e}); "
+        warnings.warn(f"the rewrite of {func.name} changed its result ({e}); "
                       "tuning it as written", stacklevel=3)
         return func
     return new
@@ -257,7 +257,7 @@ def _rewritten(func: PrimFunc, ins: list[np.ndarray], expected: list[np.ndarray]
 def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
     """The form of ``func`` that ``tune`` searched: its rewrite if the database holds
     records of that, else ``func`` itself."""
-    new = stride_phase(func)
+    new = rewritten_form(func)
     if new is not None and db.top_k(new.structural_hash(), target.fingerprint(), 1):
         return new
     return func

@@ -1,12 +1,13 @@
 """Space generators: turn a function into design spaces, i.e. traces whose sampling
 instructions are re-drawn to produce new candidates.
 
-``PostOrderApply`` runs schedule rules over the blocks (reductions last-to-first, then
-the other stages last-to-first, so consumers are tiled before producers are placed in
-their loops). ``ScheduleFn`` wraps a user template: a function that calls primitives and
-sampling instructions (AutoTVM's knobs). Post-processors (ParallelVectorizeUnroll) run
-after each candidate is drawn, because what they do depends on the loops the draw made;
-their own decisions are appended to that candidate's trace.
+``PostOrderApply`` runs schedule rules over the blocks (reductions with reuse
+last-to-first, then the other stages last-to-first, so consumers are tiled or placed
+before their producers are placed in their loops). ``ScheduleFn`` wraps a user
+template: a function that calls primitives and sampling instructions (AutoTVM's knobs).
+Post-processors (ParallelVectorizeUnroll) run after each candidate is drawn, because what
+they do depends on the loops the draw made; their own decisions are appended to that
+candidate's trace.
 
 Example:
     >>> gen = PostOrderApply.default(Target.host())
@@ -28,7 +29,7 @@ from .auto_inline import AutoInline
 from .multi_level_tiling import MultiLevelTiling
 from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
-from .schedule_rule import ScheduleRule, is_reduction
+from .schedule_rule import ScheduleRule, has_reuse
 
 
 class SpaceGenerator:
@@ -55,8 +56,12 @@ class PostOrderApply(SpaceGenerator):
     def generate(self, func: PrimFunc) -> list[Trace]:
         schs = [Schedule(func, seed=self.seed)]
         blocks = [b for b, _ in iter_blocks(func.body)]
-        order = [b.name for b in reversed(blocks) if is_reduction(b)] + \
-                [b.name for b in reversed(blocks) if not is_reduction(b)]
+        # Tiled reductions first; then the other stages last-to-first, so a stage's
+        # consumers are in place before its own location is sampled (a softmax's exp
+        # stage follows the row sum into the output's row loop, and the row max
+        # follows both).
+        order = [b.name for b in reversed(blocks) if has_reuse(b)] + \
+                [b.name for b in reversed(blocks) if not has_reuse(b)]
         for name in order:
             for rule in self.rules:
                 nxt: list[Schedule] = []
