@@ -119,3 +119,48 @@ def test_imperfect_tile_mutations_stay_valid(seed, extent):
             continue
         assert check_tile(new, extent, 4, 8, "t", inner=2) == new
         d = new
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from([*FUNCS, "smx"]), seed=st.integers(0, 10_000))
+def test_replays_resumed_from_the_cache_equal_full_replays(name, seed):
+    f = FUNCS.get(name) or tt.workloads.get("smx", M=8, N=48)
+    spaces = SPACES.get(name) or GEN.generate(f)
+    ctx = SearchContext(f, spaces, GEN, rng=random.Random(seed))
+    full = SearchContext(f, spaces, GEN, rng=random.Random(seed), cache=None)
+    pop = [c for c in (ctx.draw(ctx.rng.randrange(len(spaces))) for _ in range(6)) if c]
+    resumed = 0
+    for step in range(30):
+        parent = pop[step % len(pop)]
+        m = mutate(parent, spaces[parent.space], ctx.rng)
+        if m is None:
+            continue
+        hits = ctx.cache.hits
+        child = ctx.draw(parent.space, m[0], m[1])
+        ref = full.draw(parent.space, m[0], m[1])
+        # Every decision is given, so the resumed replay must build the same program
+        # with the same decisions as replaying the whole space.
+        assert (child is None) == (ref is None)
+        if child is not None and ref is not None:
+            assert child.program == ref.program
+            assert child.decisions == ref.decisions and child.post == ref.post
+            pop.append(child)
+            resumed += ctx.cache.hits - hits
+    assert resumed > 0
+    cand = pop[-1]
+    ins = random_inputs(f)
+    check_close(tt.build(cand.sch)(*ins), evaluate(f, ins)[0])
+
+
+def test_a_post_processor_mutant_replays_nothing_of_the_space():
+    f = FUNCS["gmm"]
+    ctx = SearchContext(f, SPACES["gmm"], GEN, rng=random.Random(3))
+    cand = None
+    while cand is None:
+        cand = ctx.draw(0)
+    space = SPACES["gmm"][0]
+    hit = ctx.cache.resume(space, cand.decisions, seed=1)
+    assert hit is not None and hit[0] == len(space.insts)
+    other = [(cand.post[0] + 1) % 3, cand.post[1]]
+    child = ctx.draw(0, cand.decisions, other)
+    assert child is not None and child.post == other and child.decisions == cand.decisions

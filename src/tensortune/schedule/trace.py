@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -75,13 +76,19 @@ class Instruction:
 class Trace:
     insts: list[Instruction] = field(default_factory=list)
     decisions: dict[int, Any] = field(default_factory=dict)
+    _named: tuple[int, int] | None = field(default=None, repr=False, compare=False)
 
     def append(self, inst: Instruction, decision: Any = None) -> None:
-        names = {rv.name for i in self.insts for rv in i.outputs}
+        if self._named is None or self._named[0] != len(self.insts):
+            # Counted once per trace object, then kept up to date (appending is the
+            # search's inner loop: every replay appends every instruction).
+            self._named = (len(self.insts), sum(len(i.outputs) for i in self.insts))
+        named = self._named[1]
         for rv in inst.outputs:
             if not rv.name:
-                rv.name = f"{rv.prefix}{len(names)}"
-                names.add(rv.name)
+                rv.name = f"{rv.prefix}{named}"
+            named += 1
+        self._named = (len(self.insts) + 1, named)
         if inst.kind in SAMPLING:
             self.decisions[len(self.insts)] = decision
         self.insts.append(inst)
@@ -147,15 +154,25 @@ class Trace:
     def __str__(self) -> str:
         return self.as_python()
 
-    def apply(self, sch: Any, decisions: dict[int, Any] | None = None) -> None:
-        """Replay every instruction on ``sch`` (a fresh ``Schedule`` of the same function)."""
+    def apply(self, sch: Any, decisions: dict[int, Any] | None = None, *, start: int = 0,
+              env: dict[str, Any] | None = None,
+              on_sample: Callable[[int, dict[str, Any]], None] | None = None) -> None:
+        """Replay every instruction on ``sch`` (a fresh ``Schedule`` of the same function).
+
+        ``start`` and ``env`` resume a replay: ``sch`` then holds the state before
+        instruction ``start`` and ``env`` the random variables bound so far.
+        ``on_sample(index, env)`` is called before each sampling instruction and once at
+        the end (index = len(self)), so a caller can keep snapshots to resume from."""
         dec = dict(self.decisions)
         dec.update(decisions or {})
-        env: dict[str, Any] = {}
-        for idx, inst in enumerate(self.insts):
+        env = {} if env is None else env
+        for idx in range(start, len(self.insts)):
+            inst = self.insts[idx]
             args = [_bind(x, env) for x in inst.inputs]
             kw = {k: _bind(v, env) for k, v in inst.attrs}
             if inst.kind in SAMPLING:
+                if on_sample is not None:
+                    on_sample(idx, env)
                 kw["decision"] = dec.get(idx)
             fn = getattr(sch, inst.kind, None)
             if fn is None:
@@ -167,6 +184,8 @@ class Trace:
                                  f"outputs on replay, the trace recorded {len(inst.outputs)}")
             for rv, new in zip(inst.outputs, outs):
                 env[rv.name] = new
+        if on_sample is not None:
+            on_sample(len(self.insts), env)
 
 
 def _enc(x: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..database import TuningRecord
 from ..schedule import Schedule, Trace
-from ..space import sample
+from ..space import ReplayCache, sample
 from ..space.space_generator import SpaceGenerator
 from ..tir.stmt import PrimFunc
 
@@ -53,12 +53,13 @@ class SearchContext:
     generator: SpaceGenerator
     known: set[str] = field(default_factory=set)      # programs measured (database + run)
     rng: random.Random = field(default_factory=random.Random)
+    cache: ReplayCache | None = field(default_factory=ReplayCache)  # None: full replays
 
     def draw(self, space: int, decisions: dict[int, Any] | None = None,
              post: list[Any] | None = None) -> Candidate | None:
         """Replay design space ``space`` with ``decisions`` (the rest re-drawn)."""
         sch = sample(self.func, self.spaces[space], self.rng.randrange(1 << 30),
-                     self.generator.postprocs, decisions, [post] if post else [])
+                     self.generator.postprocs, decisions, [post] if post else [], self.cache)
         if sch is None:
             return None
         n = len(self.spaces[space].insts)

@@ -5,9 +5,10 @@ from .auto_inline import AutoInline
 from .multi_level_tiling import MultiLevelTiling
 from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
+from .replay_cache import ReplayCache
 from .schedule_rule import ScheduleRule
 from .space_generator import PostOrderApply, ScheduleFn, SpaceGenerator, sample
 
 __all__ = ["AddRFactor", "AutoInline", "MultiLevelTiling", "ParallelVectorizeUnroll",
-           "PostOrderApply", "RandomComputeLocation", "ScheduleFn", "ScheduleRule",
-           "SpaceGenerator", "sample"]
+           "PostOrderApply", "RandomComputeLocation", "ReplayCache", "ScheduleFn",
+           "ScheduleRule", "SpaceGenerator", "sample"]

@@ -29,6 +29,7 @@ from .auto_inline import AutoInline
 from .multi_level_tiling import MultiLevelTiling
 from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
+from .replay_cache import ReplayCache
 from .schedule_rule import ScheduleRule, has_reuse
 
 
@@ -91,13 +92,22 @@ class ScheduleFn(SpaceGenerator):
 def sample(func: PrimFunc, space: Trace, seed: int,
            postprocs: Sequence[ParallelVectorizeUnroll] = (),
            decisions: dict[int, object] | None = None,
-           post_decisions: Sequence[list | None] = ()) -> Schedule | None:
+           post_decisions: Sequence[list | None] = (),
+           cache: ReplayCache | None = None) -> Schedule | None:
     """A candidate from a design space: replay with ``decisions`` (by instruction index;
     the rest re-drawn), then run the post-processors (with ``post_decisions[i]`` for the
-    i-th). None if a drawn decision makes some primitive illegal."""
-    sch = Schedule(func, seed=seed, verify=False)
+    i-th). None if a drawn decision makes some primitive illegal. With a ``cache``, the
+    replay resumes from the longest prefix of ``decisions`` replayed before."""
+    dec = dict(decisions or {})
+    hit = cache.resume(space, dec, seed) if cache is not None else None
+    start, env = 0, {}  # type: tuple[int, dict[str, object]]
+    if hit is not None:
+        start, sch, env = hit
+    else:
+        sch = Schedule(func, seed=seed, verify=False)
     try:
-        Trace(space.insts, dict(decisions or {})).apply(sch)
+        Trace(space.insts).apply(sch, dec, start=start, env=env,
+                                 on_sample=cache.recorder(space, sch) if cache else None)
         for i, p in enumerate(postprocs):
             p.apply_all(sch, post_decisions[i] if i < len(post_decisions) else None)
     except (ScheduleError, TraceError):
