@@ -97,6 +97,50 @@ def test_tile_mutations_keep_the_inner_product_bound(seed, extent, limit):
 
 
 @settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), extent=st.sampled_from([56, 64, 96, 1024, 7 * 36, 28]),
+       multiple=st.sampled_from([4, 8]), limit=st.sampled_from([8, 32]))
+def test_vector_axis_tiles_and_their_mutants_hold_whole_vectors(seed, extent, multiple,
+                                                                 limit):
+    """With ``multiple``, the innermost factor is a multiple of it (56 -> 8, never 28 or
+    14), the tile is perfect and the inner bound holds, for draws and mutants alike; the
+    replayed instruction accepts them and rejects an innermost factor that is not."""
+    import math
+
+    from tensortune.schedule import Trace
+    from tensortune.search.mutator import _mutate_perfect
+
+    rng = random.Random(seed)
+    f = tt.workloads.get("gmm", M=4, N=extent, K=4)
+    sch = tt.Schedule(f)
+    j = sch.get_loops(sch.get_block("C"))[1]
+    sch.sample_perfect_tile(j, n=4, max_innermost_factor=limit, inner=2, multiple=multiple)
+    inst = Trace.from_json(sch.trace.as_json()).insts[-1]
+    assert inst.attr("multiple") == multiple
+    d = sch.trace.decisions[len(sch.trace.insts) - 1]
+    possible = extent % multiple == 0 and multiple <= limit
+    seen = [d]
+    for _ in range(12):
+        new = _mutate_perfect(list(d), inst, rng)
+        if new is not None:
+            d = new
+            seen.append(d)
+    for d in seen:
+        assert math.prod(d) == extent and d[2] * d[3] <= limit
+        assert d[3] % multiple == 0 or not possible
+        fresh = tt.Schedule(f)
+        jj = fresh.get_loops(fresh.get_block("C"))[1]
+        fresh.sample_perfect_tile(jj, n=4, max_innermost_factor=limit, inner=2,
+                                  multiple=multiple, decision=d)
+    if possible:
+        bad = [extent // multiple * 2, 1, 1, multiple // 2]
+        with pytest.raises(tt.ScheduleError, match="multiple of"):
+            fresh = tt.Schedule(f)
+            jj = fresh.get_loops(fresh.get_block("C"))[1]
+            fresh.sample_perfect_tile(jj, n=4, max_innermost_factor=limit, inner=2,
+                                      multiple=multiple, decision=bad)
+
+
+@settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 10_000), extent=st.sampled_from([64, 1024, 56, 37, 7 * 36]))
 def test_imperfect_tile_mutations_stay_valid(seed, extent):
     """sample_tile decisions: the innermost factor need not divide the extent, the outer

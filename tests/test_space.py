@@ -118,6 +118,27 @@ def test_register_tile_is_sampled_within_the_budget():
             assert math.prod(d[:3]) == -(-256 // d[3])  # the outer levels tile the rest
 
 
+def test_a_depthwise_conv_vectorizes_whole_vectors_and_stays_exact():
+    """DEP's lanes run along its 56-wide rows: every draw vectorizes 8 of them (AVX2) or a
+    multiple, never 28 (which ran as 4-wide chunks and was the best the search found),
+    and the programs compute the conv."""
+    import numpy as np
+
+    from tensortune.reference import check_close, evaluate, random_inputs
+
+    f = tt.workloads.get("dep", C=4, H=6, W=56)
+    rule = MultiLevelTiling(lanes=8, max_tile_factor=8)
+    space = PostOrderApply([AutoInline(), rule]).generate(f)[0]
+    vec = [i for i, ins in enumerate(space.insts) if ins.attr("multiple") == 8]
+    assert len(vec) == 1
+    inputs = random_inputs(f, seed=1)
+    want = evaluate(f, inputs)[0]
+    for seed in range(6):
+        sch = sample(f, space, seed=seed)
+        assert sch is not None and sch.trace.decisions[vec[0]][-1] == 8
+        check_close(tt.build(sch)(*[np.copy(a) for a in inputs]), want)
+
+
 def test_matmul_operand_in_the_lanes_is_packed_into_panels():
     """B feeds the lanes and is reused across rows: a copy of it is placed at a sampled
     loop; at the tile walk over columns it is a [K, tile] panel, and results stay exact."""

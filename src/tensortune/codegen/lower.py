@@ -10,6 +10,8 @@ Passes, in order:
 3. ``unroll``: loops marked unrolled are expanded with constant loop values, so a local
    tile's indices become constants the emitter can keep in registers.
 4. ``simplify_stmt``: index arithmetic simplified with loop ranges; dead ``if``s removed.
+5. ``partition_loops`` (``partition.py``): a loop is split where a guard on its own
+   variable changes value (a padded copy's borders), so the middle part has no guard.
 
 Example:
     >>> low = lower(sch.func)     # a PrimFunc without blocks, ready for codegen.c
@@ -44,6 +46,7 @@ from ..tir.stmt import (
     Stmt,
     seq,
 )
+from .partition import partition_loops
 
 MAX_UNROLL = 512  # weighted statements an expansion may produce; bigger ones stay loops
 LOOP_WEIGHT = 8  # a loop left inside an expansion costs gcc far more than a statement
@@ -216,4 +219,6 @@ def lower(func: PrimFunc) -> PrimFunc:
     f = replace(func, body=flatten_blocks(func.body))
     f = compact_buffers(f)
     body = simplify_stmt(f.body)
+    if body is not None:
+        body = partition_loops(body, None, simplify_stmt)
     return replace(f, body=body if body is not None else Seq(()))

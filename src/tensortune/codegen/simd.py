@@ -16,7 +16,7 @@ Example (the inner loops of a register-tiled matmul)::
 
 from __future__ import annotations
 
-from ..tir.arith import affine, from_affine, simplify
+from ..tir.arith import affine, from_linear, linear, simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
@@ -104,11 +104,17 @@ class SimdEmitter(CEmitter):
             raise _NoVec
 
     def _vaccess(self, buf: Buffer, flat: Expr, lane: Var, w: int) -> str | None:
-        """The vector lvalue/rvalue for a contiguous access, None if not contiguous."""
-        aff = affine(flat)
-        if aff is None or aff[0].get(lane) != 1:
+        """The vector lvalue/rvalue for a contiguous access, None if not contiguous.
+        Terms without the lane are opaque: ``f // 16 * 6272 + lane`` is contiguous (a
+        fused parallel loop's div/mod once sent whole write-backs to scalar stores)."""
+        lin = linear(flat)
+        key: object = lane
+        if lin is None or lin[0].get(key, (lane, 0))[1] != 1:
             return None
-        base = from_affine({v: k for v, k in aff[0].items() if v is not lane}, aff[1])
+        rest = {k: t for k, t in lin[0].items() if k is not key}
+        if any(lane in free_vars(x) for x, _ in rest.values()):
+            return None
+        base = from_linear((rest, lin[1]))
         if buf in self.promoted:
             pw, _ = self.promoted[buf]
             if pw != w or not isinstance(base, IntImm) or base.value % w:

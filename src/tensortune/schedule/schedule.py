@@ -262,12 +262,18 @@ class Schedule:
 
     # ------------------------------------------------------------------ sampling
     def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
-                            decision: list[int] | None = None, inner: int = 1
-                            ) -> list[ExprRV]:
+                            decision: list[int] | None = None, inner: int = 1,
+                            multiple: int = 1) -> list[ExprRV]:
         """``n`` factors of the loop's extent; the product of the ``inner`` innermost is at
-        most ``max_innermost_factor``."""
+        most ``max_innermost_factor``; with ``multiple`` > 1 the innermost is a multiple
+        of it where the extent has such a divisor (a vector axis: whole vectors only).
+
+        Example:
+            >>> i, j = sch.get_loops(sch.get_block("C"))[:2]
+            >>> j0, j1 = sch.split(j, sch.sample_perfect_tile(j, n=2, multiple=8))
+        """
         return self._sample_tiles("sample_perfect_tile", loop, n, max_innermost_factor,
-                                  decision, inner, None)
+                                  decision, inner, None, multiple)
 
     def sample_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
                     decision: list[int] | None = None, inner: int = 1,
@@ -280,8 +286,8 @@ class Schedule:
                                   inner, extent)
 
     def _sample_tiles(self, kind: str, loop: LoopRV, n: int, max_innermost: int,
-                      decision: list[int] | None, inner: int, extent: int | None
-                      ) -> list[ExprRV]:
+                      decision: list[int] | None, inner: int, extent: int | None,
+                      multiple: int = 1) -> list[ExprRV]:
         lp, _ = find_loop(self.func, self._loop(loop, kind))
         where = f"{kind}({lp.var.name})"
         check(1 <= inner <= n and (n >= 2 or kind == "sample_perfect_tile"),
@@ -289,17 +295,28 @@ class Schedule:
         check(extent is None or extent == lp.extent,
               f"{where}: the trace tiled a loop of extent {extent}, this one has {lp.extent}")
         perfect = kind == "sample_perfect_tile"
+        check(multiple >= 1 and (perfect or multiple == 1),
+              f"{where}: multiple={multiple} must be a positive int (sample_perfect_tile only)")
         if decision is None:
-            draw = sampling.sample_perfect_tile if perfect else sampling.sample_tile
-            decision = draw(self.rng, lp.extent, n, max_innermost, inner)
-        validate = sampling.check_perfect_tile if perfect else sampling.check_tile
-        decision = validate(decision, lp.extent, n, max_innermost, where, inner)
+            if perfect:
+                decision = sampling.sample_perfect_tile(self.rng, lp.extent, n, max_innermost,
+                                                        inner, multiple)
+            else:
+                decision = sampling.sample_tile(self.rng, lp.extent, n, max_innermost, inner)
+        if perfect:
+            decision = sampling.check_perfect_tile(decision, lp.extent, n, max_innermost,
+                                                   where, inner, multiple)
+        else:
+            decision = sampling.check_tile(decision, lp.extent, n, max_innermost, where,
+                                           inner)
         rvs = [self._new(ExprRV, f) for f in decision]
         attrs: dict[str, Any] = {"n": n, "max_innermost_factor": max_innermost}
         if not perfect:
             attrs |= {"inner": inner, "extent": lp.extent}
         elif inner != 1:
             attrs["inner"] = inner
+        if multiple != 1:
+            attrs["multiple"] = multiple
         self._record(kind, [loop], attrs, rvs, decision)
         return rvs
 

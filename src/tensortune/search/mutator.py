@@ -39,6 +39,26 @@ def _mutate_tile(d: list[int], max_inner: int, rng: random.Random, inner: int = 
     return None
 
 
+def _mutate_perfect(d: list[int], inst: Any, rng: random.Random) -> list[int] | None:
+    """A sample_perfect_tile decision: a prime factor moved between two levels. With a
+    ``multiple`` (a vector axis), the innermost stays a multiple of it: half the time a
+    new innermost factor is drawn (moving one prime at a time, 28 -> 8 takes two steps
+    through worse programs), else a factor moves in a way that keeps it one."""
+    limit, inner = int(inst.attr("max_innermost_factor", 1 << 30)), int(inst.attr("inner", 1))
+    multiple = int(inst.attr("multiple", 1))
+    if multiple == 1 or d[-1] % multiple:
+        return _mutate_tile(d, limit, rng, inner)
+    for _ in range(8):
+        new: list[int] | None
+        if rng.random() < 0.5:
+            new = sample_perfect_tile(rng, math.prod(d), len(d), limit, inner, multiple)
+        else:
+            new = _mutate_tile(d, limit, rng, inner)
+        if new is not None and new != d and new[-1] % multiple == 0:
+            return new
+    return None
+
+
 def _mutate_imperfect(d: list[int], inst: Any, rng: random.Random) -> list[int] | None:
     """A sample_tile decision: half the time a new innermost factor (the outer levels
     re-drawn to tile what is left), else a prime factor moved between the outer levels."""
@@ -75,8 +95,7 @@ def mutate(cand: Candidate, space: Trace, rng: random.Random
         d = cand.decisions[i]
         nd: Any
         if inst.kind == "sample_perfect_tile":
-            nd = _mutate_tile(list(d), int(inst.attr("max_innermost_factor", 1 << 30)), rng,
-                              int(inst.attr("inner", 1)))
+            nd = _mutate_perfect(list(d), inst, rng)
         elif inst.kind == "sample_tile":
             nd = _mutate_imperfect(list(d), inst, rng)
         elif inst.kind == "sample_categorical":

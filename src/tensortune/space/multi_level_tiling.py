@@ -96,10 +96,12 @@ class MultiLevelTiling(ScheduleRule):
         for lp, kind in kinds:
             n = {"S": n_s, "R": n_r, "G": self._first_r_level()}[kind]
             if kind == "S" and lp is vec_axis:
+                # Whole vectors: a vector loop of 28 lanes runs as 4-wide chunks at half
+                # the FMA rate, and scattering 56's prime factors makes 8 a rare draw.
+                cap = min(self.max_innermost_factor, 4 * self.lanes)
                 factors = sch.sample_perfect_tile(
-                    lp, n=n, max_innermost_factor=min(self.max_innermost_factor,
-                                                      4 * self.lanes),
-                    inner=n_s - self._first_r_level())
+                    lp, n=n, max_innermost_factor=cap, inner=n_s - self._first_r_level(),
+                    multiple=_whole_vectors(sch.get(lp).extent, self.lanes, cap))
             elif kind == "S":
                 # Rows of the register tile need not divide the axis: 6 rows of 16 lanes
                 # is the AVX2 tile, and 1024 has no factor 3. The tail is guarded.
@@ -186,3 +188,13 @@ class MultiLevelTiling(ScheduleRule):
                 sch.reverse_compute_inline(sch.get_block(cons[0].name))
             except ScheduleError:
                 return  # not injective: it stays a separate stage
+
+
+def _whole_vectors(extent: int, lanes: int, cap: int) -> int:
+    """The widest vector (``lanes``, or a half or quarter of it) that divides ``extent``
+    within ``cap``: the vector axis's innermost tile factor is drawn among its multiples.
+    1 where none does (a 7-long axis: no vector fits)."""
+    for w in (lanes, lanes // 2, lanes // 4):
+        if w >= 2 and w <= cap and extent % w == 0:
+            return w
+    return 1
