@@ -64,6 +64,23 @@ def test_as_python_runs_and_gives_the_same_program():
     assert str(fresh.func) == str(sch.func)
 
 
+def test_as_python_of_a_sampled_space_program_replays_it():
+    """A program drawn from the default space (whole-vector tiles: ``multiple=``, packed
+    copies, post-processors) printed as Python and run on a fresh schedule is the same
+    program."""
+    from tensortune.space import PostOrderApply, sample
+
+    f = tt.workloads.get("dep", C=4, H=6, W=16)
+    gen = PostOrderApply.default(tt.Target.host())
+    sch = sample(f, gen.generate(f)[0], seed=3, postprocs=gen.postprocs)
+    assert sch is not None
+    code = sch.trace.as_python()
+    assert "multiple=" in code
+    fresh = tt.Schedule(f)
+    exec(code, {"sch": fresh, "tt": tt})
+    assert str(fresh.func) == str(sch.func)
+
+
 def test_bad_trace_json():
     import pytest
 
