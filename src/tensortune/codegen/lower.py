@@ -30,7 +30,7 @@ from ..tir.functor import (
     rewrite_expr,
     rewrite_stmt,
     stmt_exprs,
-    substitute,
+    substitute_stmt,
     walk_with_loops,
 )
 from ..tir.stmt import (
@@ -57,11 +57,11 @@ def flatten_blocks(s: Stmt) -> Stmt:
         if not isinstance(x, Block):
             return None
         vmap = {iv.var: b for iv, b in zip(x.iter_vars, x.bindings, strict=True)}
-        body = _subst_stmt(x.body, vmap)
+        body = substitute_stmt(x.body, vmap)
         if x.init is not None:
             conds = [BinOp("==", b, IntImm(0), "bool")
                      for iv, b in zip(x.iter_vars, x.bindings, strict=True) if iv.kind == "R"]
-            init = _subst_stmt(x.init, vmap)
+            init = substitute_stmt(x.init, vmap)
             if conds:  # without reduction axes (after rfactor) every instance initialises
                 cond = conds[0]
                 for c in conds[1:]:
@@ -73,10 +73,6 @@ def flatten_blocks(s: Stmt) -> Stmt:
         return body
 
     return rewrite_stmt(s, stmt_fn=fn)
-
-
-def _subst_stmt(s: Stmt, vmap: dict[Var, Expr]) -> Stmt:
-    return rewrite_stmt(s, expr_fn=lambda e: substitute(e, vmap))
 
 
 # ---------------------------------------------------------------- buffer compaction
@@ -165,12 +161,12 @@ def simplify_stmt(s: Stmt, ranges: Ranges | None = None) -> Stmt | None:
                 and not s.annotations:
             parts = []
             for i in range(s.extent):
-                b = simplify_stmt(_subst_stmt(s.body, {s.var: IntImm(i)}), r)
+                b = simplify_stmt(substitute_stmt(s.body, {s.var: IntImm(i)}), r)
                 if b is not None:
                     parts.append(b)
             return seq(parts) if parts else None
         if s.extent == 1 and s.kind != ForKind.PARALLEL:
-            return simplify_stmt(_subst_stmt(s.body, {s.var: IntImm(0)}), r)
+            return simplify_stmt(substitute_stmt(s.body, {s.var: IntImm(0)}), r)
         r[s.var] = (0, s.extent - 1)
         body = simplify_stmt(s.body, r)
         return None if body is None else replace(s, body=body)

@@ -11,7 +11,7 @@ padding value::
     for z in [57, 58): pad[z] = 0
 
 On DEP's best program this took the padded copy from scalar to vector code, 0.169 ->
-0.099 ms for the whole kernel. Only guards whose comparison involves the loop's
+0.093 ms for the whole kernel. Only guards whose comparison involves the loop's
 variable alone (with constants) are used; others stay as they were. Parallel loops are
 not split (their iterations are the threads' work), and only small bodies are (each
 part is a copy of the body).
@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ..tir.arith import Ranges, linear
 from ..tir.expr import BinOp, Expr, IntImm, Select, Var
-from ..tir.functor import iter_exprs, rewrite_stmt, stmt_exprs, substitute
+from ..tir.functor import iter_exprs, stmt_exprs, substitute_stmt, walk
 from ..tir.stmt import Allocate, For, ForKind, IfThenElse, Seq, Stmt, seq
 
 MAX_BODY = 64  # statements in a loop body worth copying into three parts
@@ -57,7 +57,7 @@ def partition_loops(s: Stmt, ranges: Ranges | None = None,
 
 
 def _split(s: For, r: Ranges, simplify_part: SimplifyFn | None) -> list[Stmt] | None:
-    if _count(s.body) > MAX_BODY:
+    if sum(1 for x in walk(s.body) if not isinstance(x, (Seq, Allocate))) > MAX_BODY:
         return None
     lo, hi = 0, s.extent
     found = False
@@ -74,7 +74,7 @@ def _split(s: For, r: Ranges, simplify_part: SimplifyFn | None) -> list[Stmt] | 
         if stop <= start:
             continue
         v = Var(s.var.name, s.var.dtype)
-        body = _subst(s.body, {s.var: BinOp("+", v, IntImm(start), "int32")
+        body = substitute_stmt(s.body, {s.var: BinOp("+", v, IntImm(start), "int32")
                                if start else v})
         part = For(v, stop - start, body, s.kind, s.annotations)
         folded = simplify_part(part, r) if simplify_part is not None else part
@@ -84,23 +84,8 @@ def _split(s: For, r: Ranges, simplify_part: SimplifyFn | None) -> list[Stmt] | 
 
 
 def _guards(s: Stmt) -> list[Expr]:
-    out: list[Expr] = []
-    stack = [s]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, For):
-            stack.append(x.body)
-        elif isinstance(x, Seq):
-            stack.extend(x.stmts)
-        elif isinstance(x, Allocate):
-            stack.append(x.body)
-        elif isinstance(x, IfThenElse):
-            stack.append(x.then)
-            if x.else_ is not None:
-                stack.append(x.else_)
-        for e in stmt_exprs(x):
-            out += [sub.cond for sub in iter_exprs(e) if isinstance(sub, Select)]
-    return out
+    return [sub.cond for x in walk(s) for e in stmt_exprs(x) for sub in iter_exprs(e)
+            if isinstance(sub, Select)]
 
 
 def _conjuncts(e: Expr) -> list[Expr]:
@@ -133,19 +118,3 @@ def _interval(term: Expr, v: Var) -> tuple[int, int] | None:
     if op == ">":
         return -c + 1, 1 << 30
     return -c, 1 << 30
-
-
-def _count(s: Stmt) -> int:
-    if isinstance(s, For):
-        return 1 + _count(s.body)
-    if isinstance(s, Seq):
-        return sum(_count(x) for x in s.stmts)
-    if isinstance(s, IfThenElse):
-        return 1 + _count(s.then) + (0 if s.else_ is None else _count(s.else_))
-    if isinstance(s, Allocate):
-        return _count(s.body)
-    return 1
-
-
-def _subst(s: Stmt, vmap: dict[Var, Expr]) -> Stmt:
-    return rewrite_stmt(s, expr_fn=lambda e: substitute(e, vmap))

@@ -37,15 +37,13 @@ def sample_perfect_tile(rng: random.Random, extent: int, n: int,
     ``multiple`` > 1: the innermost factor is a multiple of it (the vector lanes), drawn
     uniformly from the divisors that qualify; the other levels tile the rest. Without it,
     scattering 56's prime factors puts exactly 8 innermost in under 1% of draws."""
-    if multiple > 1 and n > 1:
-        last = [d for d in range(multiple, min(extent, max_innermost) + 1, multiple)
-                if extent % d == 0]
-        if last:
-            d = rng.choice(last)
-            rest = sample_perfect_tile(rng, extent // d, n - 1, max_innermost // d,
-                                       max(inner - 1, 1)) if inner > 1 else \
-                sample_perfect_tile(rng, extent // d, n - 1, 1 << 30)
-            return rest + [d]
+    last = _whole_multiples(extent, multiple, max_innermost) if n > 1 else []
+    if last:
+        d = rng.choice(last)
+        # The innermost d takes its share of the inner bound; the rest tile extent / d.
+        rest = sample_perfect_tile(rng, extent // d, n - 1, max_innermost // d, inner - 1) \
+            if inner > 1 else sample_perfect_tile(rng, extent // d, n - 1, 1 << 30)
+        return rest + [d]
     for _ in range(100):
         tiles = [1] * n
         for p in prime_factors(extent):
@@ -57,15 +55,22 @@ def sample_perfect_tile(rng: random.Random, extent: int, n: int,
     return tiles
 
 
+def _whole_multiples(extent: int, multiple: int, cap: int) -> list[int]:
+    """Divisors of ``extent`` that are multiples of ``multiple`` (> 1) and at most ``cap``:
+    the innermost factors a ``multiple`` allows; empty when there are none (or multiple
+    is 1), and the constraint then does not apply."""
+    if multiple <= 1:
+        return []
+    return [d for d in range(multiple, min(extent, cap) + 1, multiple) if extent % d == 0]
+
+
 def check_perfect_tile(decision: Any, extent: int, n: int, max_innermost: int,
                        where: str, inner: int = 1, multiple: int = 1) -> list[int]:
     ok = isinstance(decision, (list, tuple)) and len(decision) == n and \
         all(isinstance(x, int) and x > 0 for x in decision) and math.prod(decision) == extent
     check(ok, f"{where}: decision {decision} must be {n} positive ints whose product is the "
               f"loop extent {extent}")
-    check(multiple == 1 or decision[-1] % multiple == 0 or
-          not any(extent % d == 0 for d in range(multiple, min(extent, max_innermost) + 1,
-                                                 multiple)),
+    check(decision[-1] % multiple == 0 or not _whole_multiples(extent, multiple, max_innermost),
           f"{where}: the innermost factor of {decision} must be a multiple of {multiple}")
     return _check_inner(decision, n, max_innermost, where, inner)
 

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from ..codegen.simd import chunk_width
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.tree import loads_of, readers, reads, writes
@@ -101,7 +102,7 @@ class MultiLevelTiling(ScheduleRule):
                 cap = min(self.max_innermost_factor, 4 * self.lanes)
                 factors = sch.sample_perfect_tile(
                     lp, n=n, max_innermost_factor=cap, inner=n_s - self._first_r_level(),
-                    multiple=_whole_vectors(sch.get(lp).extent, self.lanes, cap))
+                    multiple=chunk_width(sch.get(lp).extent, self.lanes) or 1)
             elif kind == "S":
                 # Rows of the register tile need not divide the axis: 6 rows of 16 lanes
                 # is the AVX2 tile, and 1024 has no factor 3. The tail is guarded.
@@ -189,12 +190,3 @@ class MultiLevelTiling(ScheduleRule):
             except ScheduleError:
                 return  # not injective: it stays a separate stage
 
-
-def _whole_vectors(extent: int, lanes: int, cap: int) -> int:
-    """The widest vector (``lanes``, or a half or quarter of it) that divides ``extent``
-    within ``cap``: the vector axis's innermost tile factor is drawn among its multiples.
-    1 where none does (a 7-long axis: no vector fits)."""
-    for w in (lanes, lanes // 2, lanes // 4):
-        if w >= 2 and w <= cap and extent % w == 0:
-            return w
-    return 1

@@ -76,10 +76,15 @@ class ReplayCache:
     def recorder(self, space: Trace, sch: Schedule) -> Callable[[int, dict[str, Any]], None]:
         """An ``on_sample`` callback for ``Trace.apply`` that snapshots ``sch``."""
         points = self._sampling(space)
+        # The key grows by one decision per sampling point; calls come in replay order.
+        key: tuple = (id(space),)
+        j = 0
 
         def on_sample(idx: int, env: dict[str, Any]) -> None:
-            key = (id(space),) + tuple(_key(sch.trace.decisions[p]) for p in points
-                                       if p < idx)
+            nonlocal key, j
+            while j < len(points) and points[j] < idx:
+                key += (_key(sch.trace.decisions[points[j]]),)
+                j += 1
             if key in self._snaps:
                 self._snaps.move_to_end(key)
                 return

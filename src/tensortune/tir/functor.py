@@ -124,6 +124,11 @@ def rewrite_stmt(
     return s
 
 
+def substitute_stmt(s: Stmt, vmap: dict[Var, Expr]) -> Stmt:
+    """``s`` with variables replaced by expressions in every expression it holds."""
+    return rewrite_stmt(s, expr_fn=lambda e: substitute(e, vmap))
+
+
 def walk(s: Stmt) -> Iterator[Stmt]:
     """Every statement, pre-order."""
     yield s
