@@ -109,3 +109,13 @@ def test_early_stop_times_a_slow_candidate_once(data):
         stopped = r.run([RunInput(lib, FUNC, "k", ins, exp, cutoff=1e-12)])[0]
     assert full.ok and len(full.latencies) == 5
     assert stopped.ok and len(stopped.latencies) == 1 and stopped.latencies[0] > 1e-12
+
+
+def test_register_kernel_ceiling_is_below_the_fma_peak():
+    """The load+FMA ceiling counts its FLOPs right: a kernel that also loads cannot beat
+    the register-only FMA peak by more than timing noise, and it does real work."""
+    from tensortune.measure.peak import fma_peak, register_kernel_peak
+
+    peak = fma_peak(1, seconds=0.2, rounds=3)
+    tile = register_kernel_peak(6, 2, threads=1, rounds=3)
+    assert 0.1 * peak < tile < 1.3 * peak

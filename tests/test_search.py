@@ -208,3 +208,42 @@ def test_a_post_processor_mutant_replays_nothing_of_the_space():
     other = [(cand.post[0] + 1) % 3, cand.post[1]]
     child = ctx.draw(0, cand.decisions, other)
     assert child is not None and child.post == other and child.decisions == cand.decisions
+
+
+def test_unmeasured_survivors_carry_over_and_replace_fresh_draws():
+    """With ``fresh`` < 1 the next batch's population starts from the last population's
+    unmeasured programs instead of drawing (and replaying) all of it afresh."""
+    from tensortune.cost_model import RandomModel
+
+    class Trained(RandomModel):
+        @property
+        def trained(self) -> bool:
+            return True
+
+    f = FUNCS["c2d"]
+
+    def fresh_draws(fresh: float) -> tuple[int, EvolutionarySearch]:
+        ctx = SearchContext(f, SPACES["c2d"], GEN, rng=random.Random(5))
+        es = EvolutionarySearch(cost_model=Trained(1), population=16, generations=1,
+                                fresh=fresh)
+        es.init(ctx)
+        first = es.generate(4)
+        assert len(first) == 4 and es.survivors
+        assert not {c.program for c in es.survivors} & ctx.known
+        calls = 0
+        draw = es._draw
+
+        def counted():
+            nonlocal calls
+            calls += 1
+            return draw()
+
+        es._draw = counted  # type: ignore[method-assign]
+        second = es.generate(4)
+        assert len(second) == 4 and not {c.program for c in second} & {
+            c.program for c in first}
+        return calls, es
+
+    carried, _ = fresh_draws(0.25)
+    full, _ = fresh_draws(1.0)
+    assert carried <= 8 and full >= 16

@@ -4,6 +4,11 @@ FMA: 12 independent vector accumulator chains per thread (enough to cover FMA la
 two pipes), in native-width GCC vector types, on 1 thread and on all cores.
 Bandwidth: a triad a[i] = b[i] + s * c[i] over arrays far larger than the caches, counting
 3 x 4 bytes per element (plus write-allocate not counted, as STREAM does).
+Register kernel: the inner loop of a register-tiled matmul (``rows`` broadcasts and
+``vecs`` vector loads feeding rows x vecs accumulators per step, all data in L1), written
+the way the code generator writes it and compiled with the target's flags. It is the
+ceiling of a kernel built from loads and FMAs on this machine with this compiler, which
+can sit well below the FMA peak (loads share the pipes).
 
 Run: python -m tensortune.measure.peak
 """
@@ -95,9 +100,76 @@ def bandwidth(threads: int, target: Target | None = None, mib: int = 512) -> flo
     return best
 
 
+_KERNEL = r"""
+#include <string.h>
+#include <omp.h>
+typedef float vf __attribute__((vector_size(%(VB)d)));
+static inline vf ld(const float* p) { vf v; memcpy(&v, p, sizeof v); return v; }
+__attribute__((noinline)) static void tile(const float* restrict a, const float* restrict b,
+                                           float* restrict c, int k_len) {
+%(DECL)s
+  for (int k = 0; k < k_len; ++k) {
+%(BODY)s
+  }
+%(STORE)s
+}
+double kernel_flops(long calls, int threads) {
+  double sink = 0;
+  #pragma omp parallel num_threads(threads) reduction(+:sink)
+  {
+    static __thread float a[%(ROWS)d * 256] __attribute__((aligned(64)));
+    static __thread float b[256 * %(W)d] __attribute__((aligned(64)));
+    float c[%(ROWS)d * %(W)d];
+    for (int i = 0; i < %(ROWS)d * 256; ++i) a[i] = 1e-3f * (i %% 7);
+    for (int i = 0; i < 256 * %(W)d; ++i) b[i] = 1e-3f * (i %% 5);
+    for (long n = 0; n < calls; ++n) tile(a, b, c, 256);
+    sink += c[0];
+  }
+  return sink;
+}
+"""
+
+
+def register_kernel_peak(rows: int, vecs: int, threads: int, target: Target | None = None,
+                         rounds: int = 5) -> float:
+    """Best-of-``rounds`` GFLOP/s of a rows x (vecs vectors) register tile over k = 256
+    (A row-major [rows, 256], B packed [256, vecs * lanes]; both stay in L1).
+
+    Example:
+        >>> register_kernel_peak(6, 2, threads=1)   # the AVX2 6x16 matmul tile
+    """
+    t = target or Target.host()
+    lanes = t.lanes("float32")
+    acc = [f"c{r}_{v}" for r in range(rows) for v in range(vecs)]
+    decl = "\n".join(f"  vf {x} = {{0}};" for x in acc)
+    body = "\n".join(f"    vf b{v} = ld(b + k * {vecs * lanes} + {v * lanes});"
+                      for v in range(vecs))
+    body += "\n" + "\n".join(
+        f"    c{r}_{v} += a[{r} * 256 + k] * b{v};" for r in range(rows) for v in range(vecs))
+    store = "\n".join(f"  memcpy(c + {i * lanes}, &{x}, sizeof {x});" for i, x in enumerate(acc))
+    src = _KERNEL % {"VB": lanes * 4, "ROWS": rows, "W": vecs * lanes, "DECL": decl,
+                     "BODY": body, "STORE": store}
+    lib = ctypes.CDLL(str(compile_source(src, t)))
+    lib.kernel_flops.argtypes = [ctypes.c_long, ctypes.c_int]
+    lib.kernel_flops.restype = ctypes.c_double
+    calls, best = 2000, 0.0
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        lib.kernel_flops(calls, threads)
+        dt = time.perf_counter() - t0
+        best = max(best, 2 * rows * vecs * lanes * 256 * calls * threads / dt / 1e9)
+        if dt < 0.1:
+            calls *= 2
+    return best
+
+
 if __name__ == "__main__":
     tgt = Target.host()
     print(tgt)
     for th in sorted({1, tgt.cores}):
         print(f"{th} thread(s): FMA peak {fma_peak(th, tgt):7.1f} GFLOP/s, "
               f"triad {bandwidth(th, tgt):5.1f} GB/s")
+    for rows, vecs in ((6, 2), (4, 3), (3, 4), (8, 1)):
+        print(f"{rows}x{vecs * tgt.lanes('float32')} register kernel: " + ", ".join(
+            f"{register_kernel_peak(rows, vecs, th, tgt):.1f} GFLOP/s on {th} thread(s)"
+            for th in sorted({1, tgt.cores})))
