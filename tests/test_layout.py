@@ -64,6 +64,33 @@ def test_channel_space_packs_weights_and_lays_the_tile_channel_last():
     assert any(ln.split()[1].startswith("k_") for ln in inner)
 
 
+@given(seed=st.integers(0, 10_000))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_packed_copies_walk_their_destination_in_order(seed):
+    """A pack's innermost loop runs along the destination's last axis at unit stride (in
+    source order every store of the repacked weights lands a row apart)."""
+    from tensortune.codegen.lower import flatten_blocks
+    from tensortune.tir.arith import linear
+    from tensortune.tir.functor import walk_with_loops
+    from tensortune.tir.stmt import BufferStore
+
+    for name, space, buf in (("c2d", 1, "w_global"), ("dense", 0, "W_global"),
+                             ("dense", 1, "X_global")):
+        f = tt.workloads.get(name) if name == "dense" else tt.workloads.get(
+            "c2d", C=16, K=32, H=8, W=8)
+        sch = sample(f, GEN.generate(f)[space], seed, GEN.postprocs)
+        assert sch is not None
+        stores = [(x, path) for x, path in walk_with_loops(flatten_blocks(sch.func.body))
+                  if isinstance(x, BufferStore) and x.buffer.name == buf]
+        assert stores, (name, buf)
+        for store, path in stores:
+            # Linear with opaque atoms: a fused parallel loop's div/mod terms are constants
+            # along the innermost loop.
+            lin = linear(store.buffer.flat_index(store.indices))
+            inner = path[-1].var
+            assert lin is not None and lin[0].get(inner, (inner, 0))[1] == 1, (name, buf)
+
+
 @settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(list(FUNCS)), pick=st.integers(0, 10_000),
        seed=st.integers(0, 10_000))

@@ -69,6 +69,23 @@ class MultiLevelTiling(ScheduleRule):
             out.append(forked)
         return out or [sch]
 
+    def _order_pack(self, sch: Schedule, pack: BlockRV, dim: int) -> None:
+        """Walk a packed copy in the order of its destination: the loop over ``dim`` (the
+        axis the pack moves last) goes innermost, a vector's worth of it, its outer part
+        keeping its place. Left in source order, every store of CONVLAYER's weight repack
+        went 128 floats apart and the repack took 10% of the kernel; walked this way it
+        writes whole vectors and reads a few rows that stay in L1 (2.03 -> 1.78 ms)."""
+        loops = sch.get_loops(pack)
+        if not 0 <= dim < len(loops) - 1:
+            return  # already innermost
+        extent = sch.get(loops[dim]).extent
+        w = chunk_width(extent, self.lanes) if extent > self.lanes else None
+        if w is None:
+            sch.reorder(*[lp for i, lp in enumerate(loops) if i != dim], loops[dim])
+            return
+        outer, inner = sch.split(loops[dim], [None, w])
+        sch.reorder(*[outer if i == dim else lp for i, lp in enumerate(loops)], inner)
+
     def _tile(self, sch: Schedule, block: BlockRV, kinds: list[tuple[LoopRV, str]],
               choice: LayoutChoice | None, vec_loop: LoopRV | None) -> None:
         if choice is not None:
@@ -76,6 +93,7 @@ class MultiLevelTiling(ScheduleRule):
                 pack = sch.cache_read(block, idx, "global")
                 sch.transform_layout(pack, sch.get(pack).body.buffer.name,
                                      permutation_map(len(buf.shape), dim))
+                self._order_pack(sch, pack, dim)
         if choice is not None and choice.group is not None and vec_loop is not None:
             # Groups: the part of the axis within a group goes in the lanes.
             whole = vec_loop
