@@ -3,6 +3,7 @@ user templates, and bad inputs."""
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -247,3 +248,29 @@ def test_unmeasured_survivors_carry_over_and_replace_fresh_draws():
     carried, _ = fresh_draws(0.25)
     full, _ = fresh_draws(1.0)
     assert carried <= 8 and full >= 16
+
+
+def test_the_random_share_of_a_batch_reaches_every_design_space():
+    """Epsilon-greedy takes its random share from fresh draws: a model that scores one
+    design space far above the other still lets the other one be measured (an evolved
+    population alone would hold only the favourite)."""
+    from tensortune.cost_model import RandomModel
+
+    class Trained(RandomModel):
+        @property
+        def trained(self) -> bool:
+            return True
+
+    class Biased(EvolutionarySearch):
+        def _score(self, cands):  # space 0 is all the model believes in
+            return np.array([1.0 if c.space == 0 else 0.0 for c in cands])
+
+    f = FUNCS["gmm"]
+    ctx = SearchContext(f, SPACES["gmm"], GEN, rng=random.Random(2))
+    es = Biased(cost_model=Trained(1), population=24, generations=2, eps_greedy=0.25)
+    es.init(ctx)
+    batches = [es.generate(8) for _ in range(3)]
+    spaces = [c.space for b in batches for c in b]
+    assert len(spaces) == 24
+    # 6 of each 8 are the model's picks (space 0); about half of the other 2 are space 1
+    assert 1 <= spaces.count(1) <= 6

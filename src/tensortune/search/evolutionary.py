@@ -5,8 +5,8 @@ the design spaces and (with ``fresh`` < 1) the unmeasured survivors of the previ
 batch's population, re-scored by the retrained model; it is evolved for a few
 generations (parents picked in proportion to the cost model's score, one decision
 mutated per child, structurally identical programs dropped), and the batch is the
-best-scored unmeasured programs, with a fraction ``eps_greedy`` of random ones so the
-model keeps seeing the unexpected. The cost model is retrained on everything measured
+best-scored unmeasured programs, with a fraction ``eps_greedy`` of the batch's random
+draws so the model keeps seeing the whole space. The cost model is retrained on everything measured
 after every batch.
 
 Carrying survivors over lets the evolution run on across batches at the cost of fewer
@@ -70,12 +70,14 @@ class EvolutionarySearch(SearchStrategy):
             pop += [alive[i] for i in order[:keep]]
             seen |= {c.program for c in pop}
         tries = 0
+        drawn: list[Candidate] = []  # this batch's random draws, kept for epsilon-greedy
         while len(pop) < self.population and tries < self.population * 4:
             tries += 1
             c = self._draw()
             if c is not None and c.program not in seen:
                 seen.add(c.program)
                 pop.append(c)
+                drawn.append(c)
         for _ in range(self.generations if self.model.trained else 0):
             scores = np.maximum(self._score(pop), 1e-6)
             probs = scores / scores.sum()
@@ -97,9 +99,17 @@ class EvolutionarySearch(SearchStrategy):
         ranked = [fresh[i] for i in np.argsort(-scores)]
         n_greedy = n - int(round(n * self.eps_greedy)) if self.model.trained else 0
         out = ranked[:n_greedy]
-        pool = ranked[n_greedy:]
+        # The random share comes from the draws, not from the evolved population: after a
+        # few generations that holds only the model's favourite design space, and a model
+        # that is wrong about it (one transferred from GMM preferred DENSE's W-transposing
+        # sketch) would never see the other one measured.
+        taken = {c.program for c in out}
+        pool = [c for c in drawn if c.program not in taken and c.program not in self.ctx.known]
         rng.shuffle(pool)
         out += pool[: n - len(out)]
+        taken = {c.program for c in out}
+        rest = [c for c in ranked[n_greedy:] if c.program not in taken]
+        out += rest[: n - len(out)]
         while len(out) < n and tries < self.population * 8:
             tries += 1
             c = self._draw()
