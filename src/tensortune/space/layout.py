@@ -12,8 +12,9 @@ contiguous in it:
   (transform_layout on an intermediate buffer costs nothing at run time);
 - a read buffer indexed by ``v`` in some other dimension is copied once into a packed
   layout with that dimension last (cache_read + transform_layout), which is only worth it
-  when the buffer does not move with the other spatial axes (conv weights, a matmul's
-  left operand): the copy is then small next to the work that reuses it;
+  when the spatial axes the buffer does not depend on re-read each element many times
+  (conv weights, a matmul's left operand, attention's K per head): the copy is then
+  small next to the work that reuses it;
 - a read buffer not indexed by ``v`` is broadcast.
 
 Example:
@@ -32,6 +33,11 @@ from ..tir.functor import free_vars, iter_exprs, substitute
 from ..tir.stmt import Block, Buffer, BufferStore
 
 MIN_LANES_EXTENT = 8  # an axis shorter than this cannot fill a vector
+# A pack copies the whole buffer once; it pays when each copied element is then read at
+# least this many times, i.e. the spatial axes the buffer does not depend on have at
+# least this many points (a matmul operand: the other operand's free axis; attention's
+# K per head: the query positions; a depthwise conv's input: none, so no pack).
+MIN_PACK_REUSE = 8
 
 
 @dataclass
@@ -112,12 +118,21 @@ def layout_choice(blk: Block, v: Var, group: int | None = None) -> LayoutChoice 
         assert d is not None
         if d in (-1, len(buf.shape) - 1):
             continue  # broadcast, or already contiguous
-        others = {u for x in loads if x.buffer is buf for ix in x.indices
-                  for u in free_vars(ix)} & spatial - {v}
-        if others:
-            return None  # it moves with other spatial axes too: packing would not pay
+        used = {u for x in loads if x.buffer is buf for ix in x.indices
+                for u in free_vars(ix)}
+        if _reuse(blk, spatial - used) < MIN_PACK_REUSE:
+            return None  # few reads per copied element: packing would not pay
         choice.packs.append((i, buf, d))
     return choice
+
+
+def _reuse(blk: Block, free: set[Var]) -> int:
+    """How many times each element of a buffer indexed without ``free`` is read."""
+    n = 1
+    for iv in blk.iter_vars:
+        if iv.var in free:
+            n *= iv.extent
+    return n
 
 
 def _groups(blk: Block, v: Var) -> set[int]:
