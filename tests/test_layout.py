@@ -48,6 +48,24 @@ def test_axes_that_can_fill_the_lanes():
     assert [c[0] for c in _choices("grp", "conv")] == ["vz"]  # 2 per group: too few
 
 
+def test_vector_width_drops_choices_that_copy_for_part_of_a_vector():
+    def names(name: str, block: str, lanes: int | None) -> list[str]:
+        f = tt.workloads.get(name)
+        blk = next(b for b, _ in iter_blocks(f.body) if b.name == block)
+        return [c.var.name for c in layout_choices(blk, lanes)]
+
+    # CONVLAYER's rows (28) in the lanes would copy the padded input to do what its
+    # columns (28) do in place; C3D's depth (8) is one whole vector, its columns are not.
+    assert names("convlayer", "conv", None) == ["vz", "vy", "vk"]
+    assert names("convlayer", "conv", 8) == ["vz", "vk"]
+    assert names("c3d", "conv", 8) == ["vz", "vd", "vk"]
+    # Attention's 12 heads would copy both Q and K for a vector and a half.
+    assert names("tbg", "C", None) == ["vj", "vi", "vn"]
+    assert names("tbg", "C", 8) == ["vj", "vi"]
+    # A group of 16 output channels is two whole vectors.
+    assert names("grp", "conv", 8) == ["vz", "vk"]
+
+
 def test_permutation_map_moves_one_dimension_last():
     assert permutation_map(4, 1) == "lambda a0, a1, a2, a3: (a0, a2, a3, a1)"
     assert permutation_map(2, 1) == "lambda a0, a1: (a0, a1)"
@@ -55,7 +73,7 @@ def test_permutation_map_moves_one_dimension_last():
 
 def test_channel_space_packs_weights_and_lays_the_tile_channel_last():
     f = FUNCS["c2d"]
-    spaces = PostOrderApply([MultiLevelTiling()]).generate(f)
+    spaces = PostOrderApply([MultiLevelTiling(lanes=8)]).generate(f)
     assert len(spaces) == 2
     maps = [i.inputs[1:] for i in spaces[1].insts if i.kind == "transform_layout"]
     assert maps == [("w_global", "lambda a0, a1, a2, a3: (a1, a2, a3, a0)"),

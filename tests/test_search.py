@@ -265,8 +265,10 @@ def test_the_random_share_of_a_batch_reaches_every_design_space():
         def _score(self, cands):  # space 0 is all the model believes in
             return np.array([1.0 if c.space == 0 else 0.0 for c in cands])
 
-    f = FUNCS["gmm"]
-    ctx = SearchContext(f, SPACES["gmm"], GEN, rng=random.Random(2))
+    f = tt.workloads.get("gmm", M=32, N=48, K=12)  # rows in the lanes: whole vectors
+    spaces = GEN.generate(f)
+    assert len(spaces) == 2
+    ctx = SearchContext(f, spaces, GEN, rng=random.Random(2))
     es = Biased(cost_model=Trained(1), population=24, generations=2, eps_greedy=0.25)
     es.init(ctx)
     batches = [es.generate(8) for _ in range(3)]

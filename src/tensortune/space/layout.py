@@ -52,6 +52,7 @@ class LayoutChoice:
     out_ndim: int
     packs: list[tuple[int, Buffer, int]] = field(default_factory=list)
     group: int | None = None
+    window: bool = False  # some pack moves a sliding-window dimension (y + ry) last
 
     @property
     def tile_map(self) -> str | None:
@@ -93,11 +94,11 @@ def layout_choice(blk: Block, v: Var, group: int | None = None) -> LayoutChoice 
         return None
     ext = next(iv.extent for iv in blk.iter_vars if iv.var is v)
     ranges = {iv.var: (0, iv.extent - 1) for iv in blk.iter_vars}
-    axis, sub = v, {}
+    axis, sub, own = v, {}, {v}
     if group is not None:
         vo, axis = Var(f"{v.name}_o"), Var(f"{v.name}_i")
         ranges.update({vo: (0, ext // group - 1), axis: (0, group - 1)})
-        sub = {v: vo * group + axis}
+        sub, own = {v: vo * group + axis}, {vo, axis}
         ext = group
 
     def idx(x: BufferLoad | BufferStore) -> tuple[Expr, ...]:
@@ -122,6 +123,7 @@ def layout_choice(blk: Block, v: Var, group: int | None = None) -> LayoutChoice 
                 for u in free_vars(ix)}
         if _reuse(blk, spatial - used) < MIN_PACK_REUSE:
             return None  # few reads per copied element: packing would not pay
+        choice.window |= any(free_vars(idx(x)[d]) - own for x in loads if x.buffer is buf)
         choice.packs.append((i, buf, d))
     return choice
 
@@ -146,10 +148,16 @@ def _groups(blk: Block, v: Var) -> set[int]:
     return out
 
 
-def layout_choices(blk: Block) -> list[LayoutChoice]:
+def layout_choices(blk: Block, lanes: int | None = None) -> list[LayoutChoice]:
     """Every spatial axis that can go in the lanes (whole, or within a group), the
-    output's last axis first."""
+    output's last axis first. With ``lanes``, an axis that needs a copy is offered only
+    if it (or its group) is whole vectors: attention's 12 heads in the lanes would copy
+    both operands for a vector and a half. One that needs a sliding-window input re-laid
+    out (a conv's y, for y + ry) also needs the output's last axis not to be whole
+    vectors: otherwise it does what that axis does with an extra copy (CONVLAYER's
+    28-row choice took 211 of 256 trials and lost to the others)."""
     spatial = [iv.var for iv in blk.iter_vars if iv.kind == "S"]
+    extent = {iv.var: iv.extent for iv in blk.iter_vars}
     out = []
     for v in reversed(spatial):
         for g in [None, *sorted(_groups(blk, v))]:
@@ -157,4 +165,11 @@ def layout_choices(blk: Block) -> list[LayoutChoice]:
             if c is not None:
                 out.append(c)
                 break
+    if lanes is not None and spatial:
+        def fits(c: LayoutChoice) -> bool:
+            return (c.group or extent[c.var]) % lanes == 0
+
+        last_fits = extent[spatial[-1]] % lanes == 0
+        out = [c for c in out if (not c.packs or fits(c))
+               and (not c.window or (fits(c) and not last_fits))]
     return sorted(out, key=lambda c: c.tile_map is not None)

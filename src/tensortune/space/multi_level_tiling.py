@@ -57,7 +57,7 @@ class MultiLevelTiling(ScheduleRule):
                     loop_of[iv.var] = lp
         # One design space per axis that can fill the vector lanes (space/layout.py); the
         # first keeps the output's last axis innermost, as before any layout choice.
-        choices: list[LayoutChoice | None] = list(layout_choices(blk)) or [None]
+        choices: list[LayoutChoice | None] = list(layout_choices(blk, self.lanes)) or [None]
         out = []
         for choice in choices:
             forked = sch.copy()
