@@ -6,8 +6,8 @@ batch's population, re-scored by the retrained model; it is evolved for a few
 generations (parents picked in proportion to the cost model's score, one decision
 mutated per child, structurally identical programs dropped), and the batch is the
 best-scored unmeasured programs, with a fraction ``eps_greedy`` of the batch's random
-draws so the model keeps seeing the whole space. The cost model is retrained on everything measured
-after every batch.
+draws so the model keeps seeing the whole space. The cost model is retrained on
+everything measured after every batch.
 
 Carrying survivors over lets the evolution run on across batches at the cost of fewer
 fresh draws (each replays the whole trace). Measured at 256 trials (RESULTS.md): with
@@ -106,15 +106,17 @@ class EvolutionarySearch(SearchStrategy):
         taken = {c.program for c in out}
         pool = [c for c in drawn if c.program not in taken and c.program not in self.ctx.known]
         rng.shuffle(pool)
-        out += pool[: n - len(out)]
-        taken = {c.program for c in out}
-        rest = [c for c in ranked[n_greedy:] if c.program not in taken]
-        out += rest[: n - len(out)]
+        for c in pool + ranked[n_greedy:]:  # then the rest of the population
+            if len(out) == n:
+                break
+            if c.program not in taken:
+                taken.add(c.program)
+                out.append(c)
         while len(out) < n and tries < self.population * 8:
             tries += 1
             c = self._draw()
-            if c is not None and c.program not in self.ctx.known and c.program not in \
-                    {o.program for o in out}:
+            if c is not None and c.program not in self.ctx.known and c.program not in taken:
+                taken.add(c.program)
                 out.append(c)
         for c in out:
             self.ctx.known.add(c.program)

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..schedule.tree import reads
@@ -121,20 +122,12 @@ def layout_choice(blk: Block, v: Var, group: int | None = None) -> LayoutChoice 
             continue  # broadcast, or already contiguous
         used = {u for x in loads if x.buffer is buf for ix in x.indices
                 for u in free_vars(ix)}
-        if _reuse(blk, spatial - used) < MIN_PACK_REUSE:
+        reuse = math.prod(iv.extent for iv in blk.iter_vars if iv.var in spatial - used)
+        if reuse < MIN_PACK_REUSE:
             return None  # few reads per copied element: packing would not pay
         choice.window |= any(free_vars(idx(x)[d]) - own for x in loads if x.buffer is buf)
         choice.packs.append((i, buf, d))
     return choice
-
-
-def _reuse(blk: Block, free: set[Var]) -> int:
-    """How many times each element of a buffer indexed without ``free`` is read."""
-    n = 1
-    for iv in blk.iter_vars:
-        if iv.var in free:
-            n *= iv.extent
-    return n
 
 
 def _groups(blk: Block, v: Var) -> set[int]:
@@ -166,10 +159,8 @@ def layout_choices(blk: Block, lanes: int | None = None) -> list[LayoutChoice]:
                 out.append(c)
                 break
     if lanes is not None and spatial:
-        def fits(c: LayoutChoice) -> bool:
-            return (c.group or extent[c.var]) % lanes == 0
-
         last_fits = extent[spatial[-1]] % lanes == 0
-        out = [c for c in out if (not c.packs or fits(c))
-               and (not c.window or (fits(c) and not last_fits))]
+        fits = [(c.group or extent[c.var]) % lanes == 0 for c in out]
+        out = [c for c, f in zip(out, fits)
+               if (not c.packs or f) and (not c.window or (f and not last_fits))]
     return sorted(out, key=lambda c: c.tile_map is not None)
