@@ -55,7 +55,10 @@ def test_shared_budget_goes_to_the_heavy_task_and_resumes(tmp_path):
     again = TaskScheduler([LIGHT, HEAVY], database=db, eps=0.0)
     assert [s.trials for s in again.states] == [light.trials, heavy.trials]
     assert [s.best_latency for s in again.states] == [light.best_latency, heavy.best_latency]
-    assert again.pick() is again.states[1]
+    # no task is cold, so the pick follows the gradients of the stored curves (which
+    # task that is depends on the latencies measured: relu's 1 trial or gmm's 39)
+    assert all(s.trials > 0 for s in again.states)
+    assert again.pick() is min(again.states, key=again.gradient)
 
 
 def test_an_unmet_hope_fades_with_rounds_that_did_not_improve():

@@ -30,6 +30,11 @@ def is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
 
 
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element (a bool counts one)."""
+    return {"bool": 1, "int32": 4, "int64": 8, "float32": 4, "float64": 8}.get(dtype, 4)
+
+
 def check_dtype(dtype: str, where: str) -> str:
     if dtype not in DTYPES:
         raise TEError(f"{where}: unknown dtype {dtype!r}; valid dtypes are {', '.join(DTYPES)}")
