@@ -70,7 +70,7 @@ def main() -> None:
         "PyTorch GFLOP/s", "vs PyTorch"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head), flush=True)
     rows = []
-    for name in [n for n in args.workloads.split(",") if n]:
+    for name in [n.lower() for n in args.workloads.split(",") if n]:
         func = tt.workloads.get(name)
         flops = tt.workloads.flops(name)
         res = tt.tune(func, trials=args.trials, database=db_path, name=name, seed=0)

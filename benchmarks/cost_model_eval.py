@@ -1,0 +1,97 @@
+"""How well the cost model ranks programs it has not seen, on records already measured.
+
+For each workload, the records of one tuning database train the model and the records of
+another (a different run of the same workload) test it; a second split trains on the first
+half of one run and tests on the second half, as the search sees it. Scores:
+
+- Spearman rank correlation of predicted and measured throughput on the test records;
+- top-k: the best measured latency among the test records divided by the best latency
+  among the k the model ranks highest (1.0: the model's top k hold the best program),
+  TenSet's metric for a model that picks what to measure.
+
+No machine time is spent: the programs are re-derived from their traces (their features
+are recomputed with the current ``tensortune.cost_model.extract``), the labels are the
+latencies stored.
+
+Example:
+    python benchmarks/cost_model_eval.py benchmarks/out/a.db benchmarks/out/b.db
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import tensortune as tt
+from tensortune.cost_model import LGBMModel, extract, normalized_throughput
+from tensortune.cost_model.cost_model import rank_correlation
+from tensortune.database import Database
+from tensortune.schedule import Schedule, Trace
+from tensortune.search.tune import tuned_func
+
+
+def dataset(db: Database, name: str, target: tt.Target) -> tuple[np.ndarray, np.ndarray]:
+    """Features and latencies (inf for failures) of a workload's records, in the order
+    they were measured."""
+    func = tuned_func(tt.workloads.get(name), db, target)
+    recs = sorted(db.records(func.structural_hash(), target.fingerprint()),
+                  key=lambda r: r.created)
+    feats, lats = [], []
+    for r in recs:
+        sch = Schedule(func)
+        Trace.from_json(r.trace).apply(sch)
+        feats.append(extract(sch.func))
+        lats.append(r.latency)
+    return np.asarray(feats), np.asarray(lats)
+
+
+def scores(train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray],
+           ks: tuple[int, ...] = (1, 5, 10)) -> list[float]:
+    """[spearman, top-k for each k] of a model trained on ``train``, tested on ``test``."""
+    model = LGBMModel()
+    model.update(train[0], normalized_throughput(train[1]))
+    pred = model.predict(test[0])
+    ok = np.isfinite(test[1])
+    rho = rank_correlation(pred[ok], 1.0 / test[1][ok])
+    order = np.argsort(-pred)
+    best = test[1].min()
+    return [rho] + [best / test[1][order[:k]].min() for k in ks]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("train_db")
+    p.add_argument("test_db")
+    p.add_argument("--workloads", default=",".join(w.upper() for w in tt.workloads.names()))
+    args = p.parse_args(argv)
+    target = tt.Target.host()
+    a, b = Database(args.train_db), Database(args.test_db)
+    cols = ["spearman", "top1", "top5", "top10"]
+    print(f"{'workload':10} {'split':11} " + " ".join(f"{c:>8}" for c in cols))
+    across, halves = [], []
+    for name in args.workloads.lower().split(","):
+        try:
+            da, db_ = dataset(a, name, target), dataset(b, name, target)
+        except Exception as e:  # noqa: BLE001 - a database without this workload
+            print(f"{name.upper():10} skipped: {type(e).__name__}: {e}", file=sys.stderr)
+            continue
+        s1 = scores(da, db_)
+        n = len(db_[0]) // 2
+        s2 = scores((db_[0][:n], db_[1][:n]), (db_[0][n:], db_[1][n:]))
+        across.append(s1)
+        halves.append(s2)
+        for split, s in (("across runs", s1), ("halves", s2)):
+            print(f"{name.upper():10} {split:11} " + " ".join(f"{v:8.3f}" for v in s))
+    for split, rows in (("across runs", across), ("halves", halves)):
+        if rows:
+            mean = [statistics.mean(col) for col in zip(*rows)]
+            print(f"{'MEAN':10} {split:11} " + " ".join(f"{v:8.3f}" for v in mean))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+    main()
