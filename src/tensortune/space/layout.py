@@ -85,13 +85,19 @@ def strip_map(ndim: int, dim: int, lanes: int) -> str:
             f"{names[dim]} % {lanes})")
 
 
+def long_rows(buf: Buffer, dim: int, lanes: int) -> bool:
+    """Whether ``buf`` read along ``dim`` has rows long enough to cut into strips
+    (``STRIP_MIN_ROW_BYTES``), and whole strips of ``lanes``."""
+    n = buf.shape[dim]
+    return n > lanes and n % lanes == 0 and \
+        n * dtype_bytes(buf.dtype) >= STRIP_MIN_ROW_BYTES
+
+
 def pack_map(buf: Buffer, dim: int, lanes: int, strips: bool = True) -> str:
     """The layout of a packed copy of ``buf`` read along ``dim`` by the lanes: strips
-    (``strip_map``) when ``strips`` and its rows are long enough, else ``dim`` moved
-    last."""
-    n = buf.shape[dim]
-    if strips and n > lanes and n % lanes == 0 and \
-            n * dtype_bytes(buf.dtype) >= STRIP_MIN_ROW_BYTES:
+    (``strip_map``) when ``strips`` and its rows are long (``long_rows``), else ``dim``
+    moved last."""
+    if strips and long_rows(buf, dim, lanes):
         return strip_map(len(buf.shape), dim, lanes)
     return permutation_map(len(buf.shape), dim)
 

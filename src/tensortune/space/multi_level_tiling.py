@@ -23,7 +23,7 @@ from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.tree import loads_of, readers, reads, writes
 from ..tir.expr import Var
 from ..tir.functor import free_vars
-from .layout import LayoutChoice, layout_choices, pack_map, permutation_map
+from .layout import LayoutChoice, layout_choices, long_rows, pack_map, strip_map
 from .schedule_rule import ScheduleRule, has_reuse, is_elementwise, loop_kinds
 
 
@@ -196,11 +196,11 @@ class MultiLevelTiling(ScheduleRule):
                 continue  # not what the lanes read, or no reuse to pay for the copy
             pack = sch.cache_read(block, i, "global")
             sch.compute_at(pack, sch.sample_compute_location(pack, first_r))
-            last_dim = len(buf.shape) - 1
-            strips = pack_map(buf, last_dim, lanes, all(ld.indices[-1] in lane_vars
-                                                        for ld in loads))
-            if strips != permutation_map(len(buf.shape), last_dim):
-                sch.transform_layout(pack, sch.get(pack).body.buffer.name, strips)
+            dim = len(buf.shape) - 1
+            if long_rows(buf, dim, lanes) and all(ld.indices[-1] in lane_vars
+                                                  for ld in loads):
+                sch.transform_layout(pack, sch.get(pack).body.buffer.name,
+                                     strip_map(len(buf.shape), dim, lanes))
 
     def _first_r_level(self) -> int:
         return self.structure[: self.structure.index("R")].count("S")
