@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -66,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("train_db")
     p.add_argument("test_db")
-    p.add_argument("--workloads", default=",".join(w.upper() for w in tt.workloads.names()))
+    p.add_argument("--workloads", default=",".join(tt.workloads.names()))
     args = p.parse_args(argv)
     target = tt.Target.host()
     a, b = Database(args.train_db), Database(args.test_db)
@@ -93,5 +92,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
     main()

@@ -1,6 +1,8 @@
 """The vector-axis choice of MultiLevelTiling: which axes qualify, the layouts each needs,
 and that every design space it forks compiles to correct code."""
 
+import re
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -97,6 +99,15 @@ def test_long_packed_rows_are_cut_into_vector_strips():
     f = FUNCS["gmm_strips"]
     sch = sample(f, gen.generate(f)[0], seed=3)
     assert sch is not None and "B_global[v1 // 8, v0, v1 % 8]" in str(sch.func)
+    # and the strip programs compute what the reference does (not left to the sampled
+    # hypothesis test below, which need not draw these two workloads)
+    for name, space in (("gmm_strips", 0), ("dense_strips", 1)):
+        f = FUNCS[name]
+        ins = random_inputs(f)
+        for seed in range(3):
+            sch = sample(f, SPACES[name][space], seed, GEN.postprocs)
+            assert sch is not None and re.search(r"_global\[\w+ // \d+, ", str(sch.func))
+            check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
 
 
 def test_channel_space_packs_weights_and_lays_the_tile_channel_last():

@@ -28,6 +28,7 @@ from ..tir.expr import (
     Not,
     Select,
     Var,
+    dtype_bytes,
     is_float,
 )
 from ..tir.printer import Namer
@@ -232,7 +233,7 @@ class CEmitter:
         b = s.buffer
         name = self._name_buffer(b, self.used)
         ct = CTYPE[b.dtype]
-        nbytes = b.size * (8 if b.dtype in ("float64", "int64") else 4)
+        nbytes = b.size * dtype_bytes(b.dtype)
         if self.try_promote(s, ind):
             self.stmt(s.body, ind)
         elif nbytes <= STACK_LIMIT:
@@ -256,7 +257,7 @@ class CEmitter:
         self.lines = body_lines
         for b in f.alloc_buffers:
             ct = CTYPE[b.dtype]
-            nbytes = b.size * (8 if b.dtype in ("float64", "int64") else 4)
+            nbytes = b.size * dtype_bytes(b.dtype)
             self.emit(f"{ct}* restrict {self.bufname[b]} = ({ct}*)tt_alloc({nbytes});", 1)
         self.stmt(f.body, 1)
         for b in f.alloc_buffers:

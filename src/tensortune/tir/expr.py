@@ -31,8 +31,8 @@ def is_float(dtype: str) -> bool:
 
 
 def dtype_bytes(dtype: str) -> int:
-    """Bytes per element (a bool counts one)."""
-    return {"bool": 1, "int32": 4, "int64": 8, "float32": 4, "float64": 8}.get(dtype, 4)
+    """Bytes per element as the generated C stores it (a bool is an int32_t)."""
+    return 8 if dtype in ("float64", "int64") else 4
 
 
 def check_dtype(dtype: str, where: str) -> str:
