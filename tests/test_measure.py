@@ -119,3 +119,25 @@ def test_register_kernel_ceiling_is_below_the_fma_peak():
     peak = fma_peak(1, seconds=0.2, rounds=3)
     tile = register_kernel_peak(6, 2, threads=1, rounds=3)
     assert 0.1 * peak < tile < 1.3 * peak
+
+
+def test_fma_peak_loop_keeps_all_twelve_chains():
+    """The peak counts 12 FMAs per iteration, so the compiled loop must execute 12: chains
+    that start equal were merged by gcc into 7 and the peak read 12/7 too high."""
+    import re
+    import subprocess
+
+    from tensortune.codegen import Target
+    from tensortune.measure.peak import SRC
+
+    t = Target.host()
+    lanes = t.lanes("float32")
+    asm = subprocess.run([t.cc, *t.flags, "-S", "-x", "c", "-", "-o", "-"],
+                         input=SRC % {"VB": lanes * 4, "LANES": lanes},
+                         capture_output=True, text=True, check=True).stdout
+    # The loop of the OpenMP-outlined fma_flops body: from its label to the back branch.
+    fn = asm[asm.index("fma_flops._omp_fn"):]
+    fn = fn[:fn.index("\t.size")]
+    loops = re.findall(r"\n(\.L\d+):\n(.*?)\n\tj\w+\t\1\n", fn, re.S)
+    fmas = max(body.count("vfmadd") for _, body in loops)
+    assert fmas % 12 == 0 and fmas >= 12, f"the FMA loop holds {fmas} FMAs, not 12 per step"

@@ -8,7 +8,7 @@ Register kernel: the inner loop of a register-tiled matmul (``rows`` broadcasts 
 ``vecs`` vector loads feeding rows x vecs accumulators per step, all data in L1), written
 the way the code generator writes it and compiled with the target's flags. It is the
 ceiling of a kernel built from loads and FMAs on this machine with this compiler, which
-can sit well below the FMA peak (loads share the pipes).
+can sit below the FMA peak where loads compete with the FMAs.
 
 Run: python -m tensortune.measure.peak
 """
@@ -29,14 +29,20 @@ double fma_flops(long iters, int threads) {
   double total = 0;
   #pragma omp parallel num_threads(threads) reduction(+:total)
   {
-    vf a0={0},a1={0},a2={0},a3={0},a4={0},a5={0},a6={0},a7={0},a8={0},a9={0},a10={0},a11={0};
     vf x, y;
     for (int l = 0; l < LANES; ++l) { x[l] = 1.0f + 1e-7f * l; y[l] = 0.999999f; }
+    /* Distinct starting values: chains that start equal are one chain to gcc, which then
+       computes it once (with all twelve at 0 it kept 7 of the 12 FMAs and the peak read
+       12/7 too high). The asm keeps every chain in a register of its own. */
+    vf a0 = x * 0.1f, a1 = x * 0.2f, a2 = x * 0.3f, a3 = x * 0.4f, a4 = x * 0.5f,
+       a5 = x * 0.6f, a6 = x * 0.7f, a7 = x * 0.8f, a8 = x * 0.9f, a9 = x * 1.1f,
+       a10 = x * 1.2f, a11 = x * 1.3f;
     for (long i = 0; i < iters; ++i) {
       a0 = a0 * y + x; a1 = a1 * y + x; a2 = a2 * y + x; a3 = a3 * y + x;
       a4 = a4 * y + x; a5 = a5 * y + x; a6 = a6 * y + x; a7 = a7 * y + x;
       a8 = a8 * y + x; a9 = a9 * y + x; a10 = a10 * y + x; a11 = a11 * y + x;
-      __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+      __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5),
+                       "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
     }
     vf s = a0+a1+a2+a3+a4+a5+a6+a7+a8+a9+a10+a11;
     float t = 0; for (int l = 0; l < LANES; ++l) t += s[l];
