@@ -49,6 +49,14 @@ def test_transfer_model_from_other_workloads(tmp_path):
     own = LGBMModel()
     own.base = base
     assert own.trained and own.predict(probe).shape == (50,)
+    # Records from an older feature set (another length) in the same database are left
+    # out rather than breaking the stack of feature rows.
+    db.add_workload("old", "old", "", 1e6)
+    for i in range(40):
+        db.add(TuningRecord("old", "t", "{}", f"old-{i}", [1e-3],
+                            features=list(rng.random(FEATURES - 2))))
+    again = transfer_model(db, "mine", "t")
+    assert again is not None and again.predict(probe).shape == (50,)
 
 
 def test_transferred_model_weight_follows_its_ranking_of_own_measurements():

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..codegen import Target
-from ..cost_model import LGBMModel, normalized_throughput
+from ..cost_model import FEATURES, LGBMModel, normalized_throughput
 from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
@@ -222,12 +222,14 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
 
 def transfer_model(db: Database, workload: str, target: str) -> LGBMModel | None:
     """A model trained on the other workloads' records for this machine: each workload's
-    throughputs are normalised by its own best, so they share one scale."""
+    throughputs are normalised by its own best, so they share one scale. Records whose
+    features came from another version of the feature set (another length) are left
+    out: a database outlives the code that filled it."""
     xs, ys = [], []
     for h, _, _, _ in db.workloads():
         if h == workload:
             continue
-        recs = [r for r in db.records(h, target) if r.features]
+        recs = [r for r in db.records(h, target) if len(r.features or ()) == FEATURES]
         y = normalized_throughput([r.latency for r in recs])
         if not y.any():
             continue
