@@ -69,6 +69,21 @@ def test_rfactor_norm():
     check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
 
 
+@pytest.mark.parametrize("outer", [True, False])
+def test_rfactor_of_a_guarded_reduction_split(outer):
+    """K = 9 split 4 x 3 leaves the last outer slot (k_0 = 3) with no reduction step.
+    Rfactored on k_0, that slot is still summed at the end, so it must be initialised
+    though no update runs there (it was left uninitialised: found by the property test).
+    On k_1, the slots are the inner index and every one is touched."""
+    f = tt.workloads.get("gmm", M=12, N=20, K=9)
+    sch = tt.Schedule(f)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    k0, k1 = sch.split(k, [4, None])
+    sch.rfactor(k0 if outer else k1, 0)
+    ins = random_inputs(f)
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
 def test_conv_with_padding_computed_at_rows():
     f = tt.workloads.get("c2d", C=4, K=8, H=9, W=11)
     sch = tt.Schedule(f)

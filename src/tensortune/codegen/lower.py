@@ -3,7 +3,7 @@
 Passes, in order:
 1. ``flatten_blocks``: blocks become their bodies with iteration variables replaced by
    their bindings; a block predicate becomes an ``if``; a reduction's ``init`` runs under
-   ``if`` all reduction bindings are 0.
+   ``if`` all reduction bindings are 0 and the predicate's terms on spatial loops hold.
 2. ``compact_buffers``: each intermediate buffer is allocated at the innermost loop that
    encloses all its uses, shrunk to the region used there (a cache_write tile under a loop
    becomes a small local array; indices are shifted by the region's start).
@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..tir.analysis import region, union
+from ..tir.analysis import conjuncts, region, union
 from ..tir.arith import Ranges, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
 from ..tir.functor import (
+    free_vars,
     iter_exprs,
     retarget,
     rewrite_expr,
@@ -58,9 +59,20 @@ def flatten_blocks(s: Stmt) -> Stmt:
             return None
         vmap = {iv.var: b for iv, b in zip(x.iter_vars, x.bindings, strict=True)}
         body = substitute_stmt(x.body, vmap)
+        if x.predicate is not None:
+            body = IfThenElse(x.predicate, body)
         if x.init is not None:
-            conds = [BinOp("==", b, IntImm(0), "bool")
-                     for iv, b in zip(x.iter_vars, x.bindings, strict=True) if iv.kind == "R"]
+            pairs = list(zip(x.iter_vars, x.bindings, strict=True))
+            conds: list[Expr] = [BinOp("==", b, IntImm(0), "bool")
+                                 for iv, b in pairs if iv.kind == "R"]
+            # The init runs once per spatial instance even when the predicate leaves its
+            # reduction empty: a guarded split of the reduction, rfactored, gives slots
+            # (k_0 = 3 of 9 = 4 x 3) that no update touches but the final sum reads. So
+            # the init keeps only the predicate's terms on spatial loops, as
+            # decompose_reduction does.
+            red = set().union(*[free_vars(b) for iv, b in pairs if iv.kind == "R"])
+            spat = set().union(*[free_vars(b) for iv, b in pairs if iv.kind == "S"])
+            conds += [c for c in conjuncts(x.predicate) if not free_vars(c) & (red - spat)]
             init = substitute_stmt(x.init, vmap)
             if conds:  # without reduction axes (after rfactor) every instance initialises
                 cond = conds[0]
@@ -68,8 +80,6 @@ def flatten_blocks(s: Stmt) -> Stmt:
                     cond = BinOp("&&", cond, c, "bool")
                 init = IfThenElse(cond, init)
             body = seq([init, body])
-        if x.predicate is not None:
-            body = IfThenElse(x.predicate, body)
         return body
 
     return rewrite_stmt(s, stmt_fn=fn)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from ..tir.analysis import conjuncts
 from ..tir.arith import Ranges, linear
 from ..tir.expr import BinOp, Expr, IntImm, Select, Var
 from ..tir.functor import iter_exprs, stmt_exprs, substitute_stmt, walk
@@ -62,7 +63,7 @@ def _split(s: For, r: Ranges, simplify_part: SimplifyFn | None) -> list[Stmt] | 
     lo, hi = 0, s.extent
     found = False
     for cond in _guards(s.body):
-        for term in _conjuncts(cond):
+        for term in conjuncts(cond):
             iv = _interval(term, s.var)
             if iv is not None:
                 found = True
@@ -87,11 +88,6 @@ def _guards(s: Stmt) -> list[Expr]:
     return [sub.cond for x in walk(s) for e in stmt_exprs(x) for sub in iter_exprs(e)
             if isinstance(sub, Select)]
 
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, BinOp) and e.op == "&&":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 def _interval(term: Expr, v: Var) -> tuple[int, int] | None:

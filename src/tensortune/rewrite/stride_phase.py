@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass
 
 from ..schedule.tree import iter_blocks, readers, writers
+from ..tir.analysis import conjuncts
 from ..tir.arith import affine, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, FloatImm, IntImm, Select, Var, structural_equal
 from ..tir.functor import free_vars, iter_exprs, rewrite_expr, substitute
@@ -59,11 +60,6 @@ def _is_shift(e: Expr, v: Var, c: int) -> bool:
     return aff is not None and aff[1] == c and len(aff[0]) == 1 and aff[0].get(v) == 1
 
 
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, BinOp) and e.op == "&&":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
-
 
 def _parse_producer(blk: Block) -> tuple[Buffer, list[_Dim]] | None:
     """The zero-inserting stage's source buffer and per-axis maps, None if not one."""
@@ -77,7 +73,7 @@ def _parse_producer(blk: Block) -> tuple[Buffer, list[_Dim]] | None:
     if len(st.indices) != len(ivs) or any(a is not b for a, b in zip(st.indices, ivs)) or \
             len(src.indices) != len(ivs):
         return None
-    conds = _conjuncts(st.value.cond)
+    conds = conjuncts(st.value.cond)
     dims, used = [], 0
     for d, (v, n) in enumerate(zip(ivs, src.buffer.shape)):
         ix = src.indices[d]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import ScheduleError, check
+from ..tir.analysis import conjuncts
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, Var, structural_equal
 from ..tir.functor import free_vars, rewrite_stmt, substitute
@@ -34,14 +35,6 @@ from .tree import (
     root_index,
     unique_name,
 )
-
-
-def _conjuncts(e: Expr | None) -> list[Expr]:
-    if e is None:
-        return []
-    if isinstance(e, BinOp) and e.op == "&&":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 def decompose_reduction(func: PrimFunc, name: str, var: Var) -> tuple[PrimFunc, str]:
@@ -76,7 +69,7 @@ def decompose_reduction(func: PrimFunc, name: str, var: Var) -> tuple[PrimFunc, 
     binds = tuple(substitute(b, vmap) for iv, b in zip(blk.iter_vars, blk.bindings)
                   if iv.kind == "S")
     pred: Expr | None = None
-    for c in _conjuncts(blk.predicate):
+    for c in conjuncts(blk.predicate):
         if not free_vars(c) & dropped:
             c = substitute(c, vmap)
             pred = c if pred is None else BinOp("&&", pred, c, "bool")

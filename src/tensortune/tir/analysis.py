@@ -16,6 +16,15 @@ from .expr import BinOp, Expr, IntImm, Var, as_int
 from .functor import free_vars, substitute
 
 
+def conjuncts(e: Expr | None) -> list[Expr]:
+    """The terms of a conjunction ``a && b && ...`` (none for None)."""
+    if e is None:
+        return []
+    if isinstance(e, BinOp) and e.op == "&&":
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [e]
+
+
 def _split(e: Expr, inner: Ranges) -> tuple[Expr, dict[Var, int]] | None:
     """``e`` as (a part free of inner variables, affine coefficients of inner variables)."""
     if not (free_vars(e) & set(inner)):
