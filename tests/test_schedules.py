@@ -84,6 +84,22 @@ def test_rfactor_of_a_guarded_reduction_split(outer):
     check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
 
 
+def test_copy_inside_a_partitioned_padding_loop():
+    """The input's copy placed in the padding's row loop: partitioning that loop at the
+    padded rows gives the copy's buffer one allocation per part. The first part never
+    touches it and was kept in registers, and that promotion leaked into the middle
+    part, whose copy loop indexes the buffer with a variable (a codegen assertion; found
+    by the property test). Each allocation now decides for itself."""
+    f = tt.workloads.get("c2d", C=3, K=4, H=6, W=5)
+    sch = tt.Schedule(f)
+    sch.cache_read(sch.get_block("pad"), 0)
+    sch.fuse(*sch.get_loops(sch.get_block("x_global"))[0:2])
+    sch.compute_at(sch.get_block("x_global"), sch.get_loops(sch.get_block("pad"))[2])
+    sch.vectorize(sch.get_loops(sch.get_block("x_global"))[2])
+    ins = random_inputs(f)
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
 def test_conv_with_padding_computed_at_rows():
     f = tt.workloads.get("c2d", C=4, K=8, H=9, W=11)
     sch = tt.Schedule(f)

@@ -236,6 +236,9 @@ class CEmitter:
         nbytes = b.size * dtype_bytes(b.dtype)
         if self.try_promote(s, ind):
             self.stmt(s.body, ind)
+            # The registers live as long as this allocation: loop partitioning can give a
+            # buffer several allocations, and a later one may not be promotable.
+            del self.promoted[b]
         elif nbytes <= STACK_LIMIT:
             self.emit(f"{ct} {name}[{b.size}] __attribute__((aligned(64)));", ind)
             self.stmt(s.body, ind)
