@@ -89,7 +89,6 @@ def _guards(s: Stmt) -> list[Expr]:
             if isinstance(sub, Select)]
 
 
-
 def _interval(term: Expr, v: Var) -> tuple[int, int] | None:
     """[lo, hi) of ``v`` where ``term`` holds, if it compares ``v`` (coefficient 1 or -1)
     with constants only; else None."""

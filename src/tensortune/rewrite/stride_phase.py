@@ -60,7 +60,6 @@ def _is_shift(e: Expr, v: Var, c: int) -> bool:
     return aff is not None and aff[1] == c and len(aff[0]) == 1 and aff[0].get(v) == 1
 
 
-
 def _parse_producer(blk: Block) -> tuple[Buffer, list[_Dim]] | None:
     """The zero-inserting stage's source buffer and per-axis maps, None if not one."""
     st = blk.body
