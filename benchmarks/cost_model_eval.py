@@ -2,7 +2,11 @@
 
 For each workload, the records of one tuning database train the model and the records of
 another (a different run of the same workload) test it; a second split trains on the first
-half of one run and tests on the second half, as the search sees it. Scores:
+half of one run and tests on the second half. Two more splits, averaged over workloads:
+"online" trains on the first h records of the test run and tests on the next 64, for
+h = 64, 96, ..., 192 (what the search asks of the model after each batch), and "other
+workloads" trains on every other workload of the test run and tests on this one (the
+transferred model a new workload starts from). Scores:
 
 - Spearman rank correlation of predicted and measured throughput on the test records;
 - top-k: the best measured latency among the test records divided by the best latency
@@ -48,17 +52,36 @@ def dataset(db: Database, name: str, target: tt.Target) -> tuple[np.ndarray, np.
     return np.asarray(feats), np.asarray(lats)
 
 
-def scores(train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray],
-           ks: tuple[int, ...] = (1, 5, 10)) -> list[float]:
-    """[spearman, top-k for each k] of a model trained on ``train``, tested on ``test``."""
+Data = tuple[np.ndarray, np.ndarray]
+
+
+def scores(train: Data, test: Data, ks: tuple[int, ...] = (1, 5, 10),
+           targets: np.ndarray | None = None) -> list[float]:
+    """[spearman, top-k for each k] of a model trained on ``train``, tested on ``test``;
+    ``targets`` replaces the training labels (normalised per workload when pooled)."""
     model = LGBMModel()
-    model.update(train[0], normalized_throughput(train[1]))
+    model.update(train[0], normalized_throughput(train[1]) if targets is None else targets)
     pred = model.predict(test[0])
     ok = np.isfinite(test[1])
     rho = rank_correlation(pred[ok], 1.0 / test[1][ok])
     order = np.argsort(-pred)
     best = test[1].min()
     return [rho] + [best / test[1][order[:k]].min() for k in ks]
+
+
+def online(d: Data, first: int = 64, step: int = 32, window: int = 64) -> list[list[float]]:
+    """Scores of a model trained on the first h records, tested on the next ``window``."""
+    return [scores((d[0][:h], d[1][:h]), (d[0][h:h + window], d[1][h:h + window]))
+            for h in range(first, len(d[0]) - 15, step)]
+
+
+def other_workloads(sets: dict[str, Data], name: str) -> list[float]:
+    """Scores of a model trained on every workload but ``name`` (labels normalised per
+    workload), tested on ``name``."""
+    rest = [d for n, d in sets.items() if n != name]
+    x = np.concatenate([d[0] for d in rest])
+    y = np.concatenate([normalized_throughput(d[1]) for d in rest])
+    return scores((x, np.ones(len(x))), sets[name], targets=y)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,13 +94,19 @@ def main(argv: list[str] | None = None) -> None:
     a, b = Database(args.train_db), Database(args.test_db)
     cols = ["spearman", "top1", "top5", "top10"]
     print(f"{'workload':10} {'split':11} " + " ".join(f"{c:>8}" for c in cols))
-    across, halves = [], []
+    across: list[list[float]] = []
+    halves: list[list[float]] = []
+    later: list[list[float]] = []
+    tests: dict[str, Data] = {}
     for name in args.workloads.lower().split(","):
         try:
-            da, db_ = dataset(a, name, target), dataset(b, name, target)
+            db_ = dataset(b, name, target)
+            da = db_ if args.train_db == args.test_db else dataset(a, name, target)
         except Exception as e:  # noqa: BLE001 - a database without this workload
             print(f"{name.upper():10} skipped: {type(e).__name__}: {e}", file=sys.stderr)
             continue
+        tests[name] = db_
+        later += online(db_)
         s1 = scores(da, db_)
         n = len(db_[0]) // 2
         s2 = scores((db_[0][:n], db_[1][:n]), (db_[0][n:], db_[1][n:]))
@@ -85,7 +114,9 @@ def main(argv: list[str] | None = None) -> None:
         halves.append(s2)
         for split, s in (("across runs", s1), ("halves", s2)):
             print(f"{name.upper():10} {split:11} " + " ".join(f"{v:8.3f}" for v in s))
-    for split, rows in (("across runs", across), ("halves", halves)):
+    transfer = [other_workloads(tests, n) for n in tests] if len(tests) > 1 else []
+    for split, rows in (("across runs", across), ("halves", halves), ("online", later),
+                        ("other wkls", transfer)):
         if rows:
             mean = [statistics.mean(col) for col in zip(*rows)]
             print(f"{'MEAN':10} {split:11} " + " ".join(f"{v:8.3f}" for v in mean))

@@ -77,3 +77,87 @@ def test_transferred_model_weight_follows_its_ranking_of_own_measurements():
             assert np.allclose(own.predict(x[:10]), own.booster.predict(x[:10]))
     assert abs(rank_correlation(np.arange(5.0), np.arange(5.0) ** 3) - 1.0) < 1e-12
     assert rank_correlation(np.arange(5.0), np.ones(5)) == 0.0
+
+
+def _update_row(func):
+    """The memory features of the matmul's update (the store whose loads touch most)."""
+    from tensortune.cost_model.features import BASE, MEMORY_NAMES, store_rows
+
+    rows = store_rows(func)
+    row = max(rows, key=lambda r: r[BASE + MEMORY_NAMES.index("loaded")])
+    return {n: row[BASE + i] for i, n in enumerate(MEMORY_NAMES)}
+
+
+def test_register_tile_features_read_the_accumulator_tile():
+    f = tt.workloads.get("gmm", M=64, N=64, K=64)
+    sch = tt.Schedule(f)
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 8])
+    sch.reorder(io, jo, k, ii, ji)
+    sch.decompose_reduction(c, k)
+    sch.unroll(ii)
+    sch.vectorize(ji)
+    m = _update_row(sch.func)
+    assert m["reduction"] == 1.0    # the k loop around the tile
+    # The 4 x 8 tile: 32 accumulators; its loads touch 4 of A, 8 of B and the 32 slots.
+    assert m["accumulators"] == np.log2(1 + 32)
+    assert m["loaded"] == np.log2(1 + 4 + 8 + 32)
+    assert m["flops_per_load"] == 32 * 2 / 44
+    # Unscheduled, the innermost loop is the reduction itself and no run is unrolled:
+    # one accumulator, reading one element of A, one of B and its slot.
+    plain = _update_row(f)
+    assert plain["accumulators"] == np.log2(2) and plain["loaded"] == np.log2(4)
+
+
+def test_cache_traffic_falls_with_tiling_and_busy_counts_idle_cores():
+    from tensortune.codegen import Target
+
+    f = tt.workloads.get("gmm", M=256, N=256, K=256)
+    tiled = tt.Schedule(f)
+    c = tiled.get_block("C")
+    i, j, k = tiled.get_loops(c)
+    io, ii = tiled.split(i, [None, 16])
+    jo, ji = tiled.split(j, [None, 16])
+    ko, ki = tiled.split(k, [None, 16])
+    tiled.reorder(io, jo, ko, ii, ki, ji)
+    plain, blocked = _update_row(f), _update_row(tiled.func)
+    # Untiled, each row of B (1 KiB) is re-read for every (i, k): a 256 KiB B does not
+    # stay in a 32 KiB L1. Tiled by 16, the three 1 KiB tiles do.
+    assert blocked["l1_bytes"] < plain["l1_bytes"] - 2
+    assert blocked["footprint"] == plain["footprint"]   # the same data in all
+
+    par = tt.Schedule(tt.workloads.get("gmm", M=48, N=64, K=64))
+    i = par.get_loops(par.get_block("C"))[0]
+    io, ii = par.split(i, [3, None])
+    par.parallel(io)
+    cores = Target.host().cores
+    expect = 3 / (cores * -(-3 // cores))
+    assert _update_row(par.func)["busy"] == expect
+
+
+def test_cost_model_eval_splits_score_a_learnable_workload():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "cost_model_eval", Path(__file__).parents[1] / "benchmarks" / "cost_model_eval.py")
+    assert spec is not None and spec.loader is not None
+    ev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ev)
+    online, other_workloads = ev.online, ev.other_workloads
+    rng = np.random.default_rng(3)
+
+    def run(scale: float):
+        x = rng.random((160, FEATURES))
+        return x, scale * 1e-3 / (0.2 + x[:, 6])   # faster when feature 6 is large
+
+    a = run(1.0)
+    rows = online(a)
+    assert [len(r) for r in rows] == [4, 4, 4]        # h = 64, 96, 128
+    assert min(r[0] for r in rows) > 0.6              # Spearman on the next records
+    # Another workload's latencies are 5x as long; normalised per workload, the same
+    # feature still ranks this one.
+    pooled = other_workloads({"a": a, "b": run(5.0), "c": run(0.5)}, "a")
+    assert pooled[0] > 0.6 and all(0 < t <= 1 for t in pooled[1:])

@@ -2,10 +2,12 @@
 
 ``LGBMModel`` is a LightGBM gradient-boosted regressor on normalised throughput (each
 workload's best latency divided by the candidate's, so 1.0 is the best seen; failures
-count 0). LightGBM rather than XGBoost: a far smaller wheel, and it retrains on a few
-thousand rows in tens of milliseconds, so retraining after every batch stays a small part
-of tuning time. ``RandomModel`` predicts noise, for ablations. Models save and load, and
-``fit`` on other workloads' records gives a warm start (transfer).
+count 0), each row weighted by that throughput (at least 0.05), as Ansor's XGBoost model
+weights them: the search needs the fast programs ranked right. LightGBM rather than
+XGBoost: a far smaller wheel, and it retrains on a few thousand rows in tens of
+milliseconds, so retraining after every batch stays a small part of tuning time.
+``RandomModel`` predicts noise, for ablations. Models save and load, and ``fit`` on
+other workloads' records gives a warm start (transfer).
 
 Example:
     >>> model = LGBMModel()
@@ -99,7 +101,11 @@ class LGBMModel(CostModel):
 
         params = {"objective": "regression", "learning_rate": 0.1, "num_leaves": 31,
                   "min_data_in_leaf": 2, "verbose": -1, "num_threads": 1, "seed": 0}
-        self.booster = lgb.train(params, lgb.Dataset(np.asarray(x), np.asarray(y)),
+        # Rows weighted by their throughput (failures a little): the search only needs
+        # the fast programs ranked right, and slow ones otherwise dominate the loss.
+        y = np.asarray(y)
+        weight = np.maximum(y, 0.05)
+        self.booster = lgb.train(params, lgb.Dataset(np.asarray(x), y, weight=weight),
                                  num_boost_round=self.num_rounds)
         if self.base is not None and self.base.trained:
             rho = rank_correlation(self.base.predict(np.asarray(x)), np.asarray(y))
