@@ -276,3 +276,43 @@ def test_the_random_share_of_a_batch_reaches_every_design_space():
     assert len(spaces) == 24
     # 6 of each 8 are the model's picks (space 0); about half of the other 2 are space 1
     assert 1 <= spaces.count(1) <= 6
+
+
+def test_retime_keeps_each_best_records_quietest_timing_and_drops_a_failed_check(tmp_path):
+    import dataclasses
+
+    from tensortune.database import Database
+    from tensortune.measure import LocalBuilder, LocalRunner
+    from tensortune.search.tune import TuningTask
+
+    f = FUNCS["gmm"]
+    db = Database(tmp_path / "t.db")
+    task = TuningTask(f, db, tt.Target.host(), strategy="replay", seed=3)
+    builder = LocalBuilder(task.target)
+    with LocalRunner() as runner:
+        task.step(builder, runner, 6)
+        top = db.top_k(task.workload, task.fingerprint, 6)
+        k = len(top)
+        assert k >= 3
+        # The second-best was timed in a busy moment: 1000x its real latency.
+        slow = dataclasses.replace(top[1], latencies=[x * 1000 for x in top[1].latencies])
+        db.update_timing(slow)
+        before = db.top_k(task.workload, task.fingerprint, k)
+        assert before[-1].program == slow.program
+        out = task.retime(builder, runner, k=k, rounds=2)
+        assert [r.program for r in out] == [r.program for r in
+                                            db.top_k(task.workload, task.fingerprint, k)]
+        again = next(r for r in out if r.program == slow.program)
+        assert again.latency < slow.latency / 10          # its quiet timing came back
+        # Each keeps the quietest of its timings: never slower than it was stored.
+        assert all(r.latency <= old.latency for r in out
+                   for old in before if old.program == r.program)
+        assert task.best_latency == out[0].latency
+    # A reference that the kernels no longer match (a new runner: the worker keeps the
+    # arrays it was sent): each re-timed record fails its check and cannot be the best.
+    task.expected = [e + 1.0 for e in task.expected]
+    with LocalRunner() as runner:
+        failed = task.retime(builder, runner, k=2, rounds=1)
+    assert all(r.error_kind == "wrong_result" and not r.ok for r in failed), failed
+    left = {r.program for r in db.top_k(task.workload, task.fingerprint, 10)}
+    assert not left & {r.program for r in failed}

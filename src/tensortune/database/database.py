@@ -125,6 +125,16 @@ class Database:
              rec.build_seconds, rec.target_desc, rec.created, json.dumps(rec.features)))
         return cur.rowcount == 1
 
+    def update_timing(self, rec: TuningRecord) -> None:
+        """Replace the stored timing and error of ``rec``'s program (same workload and
+        target) with ``rec``'s: a re-timing of the best candidates, or a check that one of
+        them failed later."""
+        self.conn.execute(
+            "UPDATE records SET latencies=?, latency=?, error_kind=?, error_msg=? "
+            "WHERE workload=? AND target=? AND program=?",
+            (json.dumps(rec.latencies), rec.latency if rec.ok else None, rec.error_kind,
+             rec.error_msg, rec.workload, rec.target, rec.program))
+
     # ------------------------------------------------------------------ reads
     def _records(self, where: str, args: tuple, tail: str = "") -> list[TuningRecord]:
         rows = self.conn.execute(

@@ -90,8 +90,11 @@ class TaskScheduler:
                  batch_size: int = 16, seed: int | None = None, alpha: float = 0.2,
                  beta: float = 2.0, window: int = 3, eps: float = 0.05,
                  timeout: float = 10.0, tune_strategy: str = "evolutionary",
-                 progress: Callable[[TaskState, dict], None] | None = None) -> None:
-        """``tasks``: objects with ``name``, ``func`` and ``weight`` (``graph.Task``)."""
+                 progress: Callable[[TaskState, dict], None] | None = None,
+                 retime_top: int = 5) -> None:
+        """``tasks``: objects with ``name``, ``func`` and ``weight`` (``graph.Task``);
+        ``retime_top``: at the end, each task tuned in this run has its fastest records
+        timed again (``TuningTask.retime``; 0 leaves them as measured)."""
         if strategy not in ("gradient", "round-robin"):
             raise TensorTuneError(f"unknown task scheduler {strategy!r}; use 'gradient' or "
                                   "'round-robin'")
@@ -103,7 +106,7 @@ class TaskScheduler:
         self.alpha, self.beta, self.window, self.eps = alpha, beta, window, eps
         self.rng = random.Random(seed)
         self.seed, self.timeout, self.tune_strategy = seed, timeout, tune_strategy
-        self.progress = progress
+        self.progress, self.retime_top = progress, retime_top
         fp = self.target.fingerprint()
         self.states = []
         for t in tasks:
@@ -198,4 +201,8 @@ class TaskScheduler:
                 st.rounds += 1
                 st.exhausted = tuner.exhausted
                 st.curve.append((st.trials, st.best_latency))
+            for st in self.states:
+                if st.tuner is not None and st.new_trials and self.retime_top > 1:
+                    st.tuner.retime(builder, runner, self.retime_top)
+                    st.best_latency = st.tuner.best_latency
         return self.states
