@@ -56,8 +56,10 @@ def _tune(args: argparse.Namespace) -> int:
         task = bar.add_task("tuning", total=args.trials, gflops=0.0, pct=0.0, errors=0)
 
         def progress(ev: dict[str, Any]) -> None:
+            what = {"retiming": "re-timing the 5 fastest", "retimed": "tuned"}
             bar.update(task, completed=ev["trials"], gflops=ev["gflops"],
-                       pct=100 * ev["gflops"] / peak, errors=ev["errors"])
+                       pct=100 * ev["gflops"] / peak, errors=ev["errors"],
+                       description=what.get(ev["stage"], "tuning"))
 
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,
                       strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,

@@ -239,7 +239,9 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     A candidate whose first timing is over ``early_stop`` times the best latency so far is
     timed once, not ``repeat`` times (it cannot become the best). At the end the
     ``retime_top`` fastest records are timed again in alternating rounds and each keeps
-    its quietest timing (``TuningTask.retime``; 0 leaves them as measured)."""
+    its quietest timing (``TuningTask.retime``; 0 leaves them as measured).
+    ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
+    and around the re-timing ("retiming", then "retimed" with the best after it)."""
     tgt = target or Target.host()
     db = _open(database)
     task = TuningTask(func, db, tgt, strategy=strategy, cost_model=cost_model, space=space,
@@ -248,11 +250,11 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
 
-    def report(rec: TuningRecord) -> None:
+    def report(rec: TuningRecord | None, stage: str = "trial") -> None:
         if progress is None:
             return
         best = task.best_latency
-        progress({"trials": task.trials, "total": trials, "best": best,
+        progress({"stage": stage, "trials": task.trials, "total": trials, "best": best,
                   "gflops": task.flops / best / 1e9 if best < float("inf") else 0.0,
                   "errors": task.errors, "elapsed": time.perf_counter() - t0, "last": rec})
 
@@ -260,7 +262,9 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
         while task.trials < trials and not task.exhausted:
             task.step(builder, runner, min(batch_size, trials - task.trials), report)
         if retime_top > 1 and task.trials:
+            report(None, "retiming")
             task.retime(builder, runner, retime_top)
+            report(None, "retimed")
     result.trials, result.errors, result.history = task.trials, task.errors, task.history
     result.seconds = time.perf_counter() - t0
     result.record = task.best_record()
