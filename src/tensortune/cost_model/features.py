@@ -44,14 +44,12 @@ def _log(x: float) -> float:
     return math.log2(1.0 + max(0.0, x))
 
 
-def _store_vector(st: BufferStore, path: tuple[For, ...]) -> list[float]:
+def _store_vector(st: BufferStore, path: tuple[For, ...], loads: list[BufferLoad],
+                  ops: int) -> list[float]:
     iters = math.prod(lp.extent for lp in path) if path else 1
     by_kind = [math.prod(lp.extent for lp in path if lp.kind == k) for k in _KINDS]
     inner = path[-1] if path else None
-    ops = sum(1 for x in iter_exprs(st.value) if isinstance(x, BinOp)
-              and x.dtype.startswith("float"))
     calls = sum(1 for x in iter_exprs(st.value) if isinstance(x, Call))
-    loads = [x for x in iter_exprs(st.value) if isinstance(x, BufferLoad)]
     strides = [0.0, 0.0, 0.0, 0.0]  # broadcast, contiguous, strided, non-affine
     footprint = [0.0, 0.0, 0.0]
     for buf, idx in [(st.buffer, st.indices)] + [(x.buffer, x.indices) for x in loads]:
@@ -168,7 +166,7 @@ def _rows(func: PrimFunc) -> tuple[np.ndarray, list[int]]:
             loads = [x for x in iter_exprs(st.value) if isinstance(x, BufferLoad)]
             ops = sum(1 for x in iter_exprs(st.value) if isinstance(x, BinOp)
                       and x.dtype.startswith("float"))
-            stores.append(_store_vector(st, path)
+            stores.append(_store_vector(st, path, loads, ops)
                           + _memory_vector(st, loads, path, caches, cores, ops))
     return np.asarray(stores, dtype=np.float64).reshape(-1, PER_STORE), allocs
 
