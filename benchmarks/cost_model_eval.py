@@ -33,8 +33,7 @@ import tensortune as tt
 from tensortune.cost_model import LGBMModel, extract, normalized_throughput
 from tensortune.cost_model.cost_model import rank_correlation
 from tensortune.database import Database
-from tensortune.schedule import Schedule, Trace
-from tensortune.search.tune import tuned_func
+from tensortune.search.tune import replay, tuned_func
 
 
 def dataset(db: Database, name: str, target: tt.Target) -> tuple[np.ndarray, np.ndarray]:
@@ -43,24 +42,17 @@ def dataset(db: Database, name: str, target: tt.Target) -> tuple[np.ndarray, np.
     func = tuned_func(tt.workloads.get(name), db, target)
     recs = sorted(db.records(func.structural_hash(), target.fingerprint()),
                   key=lambda r: r.created)
-    feats, lats = [], []
-    for r in recs:
-        sch = Schedule(func)
-        Trace.from_json(r.trace).apply(sch)
-        feats.append(extract(sch.func))
-        lats.append(r.latency)
-    return np.asarray(feats), np.asarray(lats)
+    feats = [extract(replay(func, r).func) for r in recs]
+    return np.asarray(feats), np.asarray([r.latency for r in recs])
 
 
 Data = tuple[np.ndarray, np.ndarray]
 
 
-def scores(train: Data, test: Data, ks: tuple[int, ...] = (1, 5, 10),
-           targets: np.ndarray | None = None) -> list[float]:
-    """[spearman, top-k for each k] of a model trained on ``train``, tested on ``test``;
-    ``targets`` replaces the training labels (normalised per workload when pooled)."""
+def scores(train: Data, test: Data, ks: tuple[int, ...] = (1, 5, 10)) -> list[float]:
+    """[spearman, top-k for each k] of a model trained on ``train``, tested on ``test``."""
     model = LGBMModel()
-    model.update(train[0], normalized_throughput(train[1]) if targets is None else targets)
+    model.update(train[0], normalized_throughput(train[1]))
     pred = model.predict(test[0])
     ok = np.isfinite(test[1])
     rho = rank_correlation(pred[ok], 1.0 / test[1][ok])
@@ -76,12 +68,15 @@ def online(d: Data, first: int = 64, step: int = 32, window: int = 64) -> list[l
 
 
 def other_workloads(sets: dict[str, Data], name: str) -> list[float]:
-    """Scores of a model trained on every workload but ``name`` (labels normalised per
-    workload), tested on ``name``."""
+    """Scores of a model trained on every workload but ``name``, tested on ``name``. Each
+    workload's latencies are put on one scale first, as relative to its own best (1.0
+    for the best, inf for failures), so the pooled labels are the per-workload
+    normalised throughputs, as in ``transfer_model``."""
     rest = [d for n, d in sets.items() if n != name]
     x = np.concatenate([d[0] for d in rest])
-    y = np.concatenate([normalized_throughput(d[1]) for d in rest])
-    return scores((x, np.ones(len(x))), sets[name], targets=y)
+    with np.errstate(divide="ignore"):
+        rel = np.concatenate([1.0 / normalized_throughput(d[1]) for d in rest])
+    return scores((x, rel), sets[name])
 
 
 def main(argv: list[str] | None = None) -> None:

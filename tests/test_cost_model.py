@@ -88,13 +88,19 @@ def _update_row(func):
     return {n: row[BASE + i] for i, n in enumerate(MEMORY_NAMES)}
 
 
-def test_register_tile_features_read_the_accumulator_tile():
-    f = tt.workloads.get("gmm", M=64, N=64, K=64)
+def _split_gmm(f, *inner: int):
+    """A GMM schedule with its loops i, j (and k, given a third factor) split by the
+    given inner factors; returns the schedule, the block and each loop's parts."""
     sch = tt.Schedule(f)
     c = sch.get_block("C")
-    i, j, k = sch.get_loops(c)
-    io, ii = sch.split(i, [None, 4])
-    jo, ji = sch.split(j, [None, 8])
+    loops = sch.get_loops(c)
+    parts = [sch.split(lp, [None, n]) for lp, n in zip(loops, inner)]
+    return sch, c, parts + [[lp] for lp in loops[len(inner):]]
+
+
+def test_register_tile_features_read_the_accumulator_tile():
+    f = tt.workloads.get("gmm", M=64, N=64, K=64)
+    sch, c, [(io, ii), (jo, ji), [k]] = _split_gmm(f, 4, 8)
     sch.reorder(io, jo, k, ii, ji)
     sch.decompose_reduction(c, k)
     sch.unroll(ii)
@@ -115,12 +121,7 @@ def test_cache_traffic_falls_with_tiling_and_busy_counts_idle_cores():
     from tensortune.codegen import Target
 
     f = tt.workloads.get("gmm", M=256, N=256, K=256)
-    tiled = tt.Schedule(f)
-    c = tiled.get_block("C")
-    i, j, k = tiled.get_loops(c)
-    io, ii = tiled.split(i, [None, 16])
-    jo, ji = tiled.split(j, [None, 16])
-    ko, ki = tiled.split(k, [None, 16])
+    tiled, _, [(io, ii), (jo, ji), (ko, ki)] = _split_gmm(f, 16, 16, 16)
     tiled.reorder(io, jo, ko, ii, ki, ji)
     plain, blocked = _update_row(f), _update_row(tiled.func)
     # Untiled, each row of B (1 KiB) is re-read for every (i, k): a 256 KiB B does not

@@ -181,15 +181,14 @@ def _show(args: argparse.Namespace) -> int:
     import tensortune as tt
     from tensortune.codegen import emit_c, lower
     from tensortune.database import Database
-    from tensortune.search.tune import best_record, tuned_func
+    from tensortune.search.tune import best_record, replay, tuned_func
 
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
     db = Database(args.db)
     target = tt.Target.host()
     func = tuned_func(func, db, target)
     rec = best_record(func, db, target)
-    sch = tt.Schedule(func)
-    tt.Trace.from_json(rec.trace).apply(sch)
+    sch = replay(func, rec)
     print(f"# best of {db.count(func.structural_hash(), target.fingerprint())} records: "
           f"{rec.latency * 1e3:.4f} ms\n")
     print(sch.trace.as_python(), "\n")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..tir.analysis import conjuncts, region, union
+from ..tir.analysis import conjunction, conjuncts, region, union
 from ..tir.arith import Ranges, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
 from ..tir.functor import (
@@ -74,10 +74,8 @@ def flatten_blocks(s: Stmt) -> Stmt:
             spat = set().union(*[free_vars(b) for iv, b in pairs if iv.kind == "S"])
             conds += [c for c in conjuncts(x.predicate) if not free_vars(c) & (red - spat)]
             init = substitute_stmt(x.init, vmap)
-            if conds:  # without reduction axes (after rfactor) every instance initialises
-                cond = conds[0]
-                for c in conds[1:]:
-                    cond = BinOp("&&", cond, c, "bool")
+            cond = conjunction(conds)
+            if cond is not None:  # without reduction axes (after rfactor) all initialise
                 init = IfThenElse(cond, init)
             body = seq([init, body])
         return body

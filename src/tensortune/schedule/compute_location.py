@@ -15,7 +15,7 @@ tile loop, once the producer's reduction over that tile is complete.
 from __future__ import annotations
 
 from ..errors import ScheduleError, check
-from ..tir.analysis import is_dense, region, union
+from ..tir.analysis import conjunction, is_dense, region, union
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, Expr, IntImm, Var, structural_equal
 from ..tir.functor import free_vars, stores_in, substitute
@@ -95,9 +95,7 @@ def _nest(blk: Block, spans: dict[Var, tuple[Expr, int]], outer: Path) -> Stmt:
             g = simplify(cond, ranges)
             if not (isinstance(g, IntImm) and g.value):
                 guards.append(g)
-    pred: Expr | None = None
-    for g in guards:
-        pred = g if pred is None else BinOp("&&", pred, g, "bool")
+    pred = conjunction(guards)
     body: Stmt = Block(blk.name, blk.iter_vars, tuple(binds), blk.body, blk.init, pred)
     for lv, ext in reversed(loops):
         body = For(lv, ext, body)

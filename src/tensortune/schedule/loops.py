@@ -17,15 +17,12 @@ import math
 from dataclasses import replace
 
 from ..errors import ScheduleError, check
+from ..tir.analysis import conjunction
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, Expr, IntImm, Var
 from ..tir.functor import free_vars, rewrite_stmt, substitute
 from ..tir.stmt import Block, For, ForKind, PrimFunc, Stmt
 from .tree import blocks_under, find_loop, replace_loop
-
-
-def _conj(a: Expr | None, b: Expr) -> Expr:
-    return b if a is None else BinOp("&&", a, b, "bool")
 
 
 def _rebind(body: Stmt, vmap: dict[Var, Expr], ranges: dict[Var, tuple[int, int]],
@@ -38,7 +35,7 @@ def _rebind(body: Stmt, vmap: dict[Var, Expr], ranges: dict[Var, tuple[int, int]
         binds = tuple(simplify(substitute(b, vmap), ranges) for b in s.bindings)
         pred = None if s.predicate is None else simplify(substitute(s.predicate, vmap), ranges)
         if guard is not None:
-            pred = _conj(pred, guard)
+            pred = conjunction([guard] if pred is None else [pred, guard])
         return replace(s, bindings=binds, predicate=pred)
 
     return rewrite_stmt(body, stmt_fn=sf)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import ScheduleError, check
-from ..tir.analysis import conjuncts
+from ..tir.analysis import conjunction, conjuncts
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, Var, structural_equal
 from ..tir.functor import free_vars, rewrite_stmt, substitute
@@ -68,11 +68,8 @@ def decompose_reduction(func: PrimFunc, name: str, var: Var) -> tuple[PrimFunc, 
                               zip([iv for iv in blk.iter_vars if iv.kind == "S"], ivs)}
     binds = tuple(substitute(b, vmap) for iv, b in zip(blk.iter_vars, blk.bindings)
                   if iv.kind == "S")
-    pred: Expr | None = None
-    for c in conjuncts(blk.predicate):
-        if not free_vars(c) & dropped:
-            c = substitute(c, vmap)
-            pred = c if pred is None else BinOp("&&", pred, c, "bool")
+    pred = conjunction([substitute(c, vmap) for c in conjuncts(blk.predicate)
+                        if not free_vars(c) & dropped])
     init_name = unique_name(func, f"{name}_init")
     init_body = rewrite_stmt(blk.init, expr_fn=lambda e: substitute(e, ivmap))
     nest: Stmt = Block(init_name, ivs, binds, init_body, None, pred)

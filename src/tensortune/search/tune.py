@@ -192,11 +192,7 @@ class TuningTask:
         top = self.db.top_k(self.workload, self.fingerprint, k)
         if len(top) < 2 or rounds < 1:
             return top
-        schs = []
-        for r in top:
-            sch = Schedule(self.func)
-            Trace.from_json(r.trace).apply(sch)
-            schs.append(sch)
+        schs = [replay(self.func, r) for r in top]
         built = builder.build([BuildInput(sch.func) for sch in schs])
         quietest = [list(r.latencies) for r in top]
         failed: dict[int, tuple[str, str | None]] = {}
@@ -318,6 +314,13 @@ def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
     return func
 
 
+def replay(func: PrimFunc, rec: TuningRecord) -> Schedule:
+    """The schedule a record's trace makes of ``func``."""
+    sch = Schedule(func)
+    Trace.from_json(rec.trace).apply(sch)
+    return sch
+
+
 def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
     wl = func.structural_hash()
     top = db.top_k(wl, target.fingerprint(), 1)
@@ -342,7 +345,4 @@ def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
     tgt = target or Target.host()
     db = _open(database)
     func = tuned_func(func, db, tgt)
-    rec = best_record(func, db, tgt)
-    sch = Schedule(func)
-    Trace.from_json(rec.trace).apply(sch)
-    return build(sch, tgt)
+    return build(replay(func, best_record(func, db, tgt)), tgt)

@@ -25,6 +25,15 @@ def conjuncts(e: Expr | None) -> list[Expr]:
     return [e]
 
 
+def conjunction(terms: list[Expr]) -> Expr | None:
+    """``terms[0] && terms[1] && ...`` folded from the left (None for no terms); the
+    inverse of ``conjuncts``."""
+    out: Expr | None = None
+    for t in terms:
+        out = t if out is None else BinOp("&&", out, t, "bool")
+    return out
+
+
 def _split(e: Expr, inner: Ranges) -> tuple[Expr, dict[Var, int]] | None:
     """``e`` as (a part free of inner variables, affine coefficients of inner variables)."""
     if not (free_vars(e) & set(inner)):
