@@ -68,11 +68,12 @@ def test_the_middle_of_a_padded_row_has_no_guard():
 
 
 @settings(max_examples=60, deadline=None)
-@given(op=st.sampled_from(["<", "<=", ">", ">="]), sign=st.sampled_from([1, -1]),
+@given(op=st.sampled_from(["<", "<=", ">", ">="]),
+       sign=st.sampled_from([1, -1, 2, -2, 3, -5, 6, -7]),
        a=st.integers(-20, 20), b=st.integers(-20, 20))
 def test_guard_intervals_match_brute_force(op, sign, a, b):
-    """``sign * v + a OP b``: the interval the partitioner derives is exactly the set of
-    v in [-40, 40] where the comparison holds."""
+    """``k * v + a OP b`` (a tile's tail guard has k = the tile size): the interval the
+    partitioner derives is exactly the set of v in [-40, 40] where the comparison holds."""
     from tensortune.codegen.partition import _interval
     from tensortune.tir.expr import BinOp, IntImm, Var
 

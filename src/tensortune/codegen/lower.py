@@ -11,7 +11,10 @@ Passes, in order:
    tile's indices become constants the emitter can keep in registers.
 4. ``simplify_stmt``: index arithmetic simplified with loop ranges; dead ``if``s removed.
 5. ``partition_loops`` (``partition.py``): a loop is split where a guard on its own
-   variable changes value (a padded copy's borders), so the middle part has no guard.
+   variable changes value (a padded copy's borders, a guarded tile's last rows), so the
+   middle part has no guard.
+6. ``unswitch_loops`` (``unswitch.py``): a loop whose body tests a tile's tail guard
+   that does not change inside it runs as a copy without the tests and one with them.
 
 Example:
     >>> low = lower(sch.func)     # a PrimFunc without blocks, ready for codegen.c
@@ -48,6 +51,7 @@ from ..tir.stmt import (
     seq,
 )
 from .partition import partition_loops
+from .unswitch import unswitch_loops
 
 MAX_UNROLL = 512  # weighted statements an expansion may produce; bigger ones stay loops
 LOOP_WEIGHT = 8  # a loop left inside an expansion costs gcc far more than a statement
@@ -225,4 +229,5 @@ def lower(func: PrimFunc) -> PrimFunc:
     body = simplify_stmt(f.body)
     if body is not None:
         body = partition_loops(body, None, simplify_stmt)
+        body = unswitch_loops(body, simplify_stmt)
     return replace(f, body=body if body is not None else Seq(()))

@@ -29,6 +29,10 @@ from ..tir.functor import iter_exprs, stmt_exprs, substitute_stmt, walk
 from ..tir.stmt import Allocate, For, ForKind, IfThenElse, Seq, Stmt, seq
 
 MAX_BODY = 64  # statements in a loop body worth copying into three parts
+# A tile's tail guard (an ``if`` from a guarded split) sits around a whole register tile;
+# splitting there takes the guards out of the tile's inner loops, which is worth copying
+# a far larger body (see the module docstring).
+MAX_TAIL_BODY = 4096
 
 
 SimplifyFn = Callable[[Stmt, Ranges], "Stmt | None"]
@@ -58,11 +62,14 @@ def partition_loops(s: Stmt, ranges: Ranges | None = None,
 
 
 def _split(s: For, r: Ranges, simplify_part: SimplifyFn | None) -> list[Stmt] | None:
-    if sum(1 for x in walk(s.body) if not isinstance(x, (Seq, Allocate))) > MAX_BODY:
+    size = sum(1 for x in walk(s.body) if not isinstance(x, (Seq, Allocate)))
+    if size > MAX_TAIL_BODY:
         return None
     lo, hi = 0, s.extent
     found = False
-    for cond in _guards(s.body):
+    for cond, tail in _guards(s.body):
+        if not tail and size > MAX_BODY:
+            continue
         for term in conjuncts(cond):
             iv = _interval(term, s.var)
             if iv is not None:
@@ -84,13 +91,15 @@ def _split(s: For, r: Ranges, simplify_part: SimplifyFn | None) -> list[Stmt] | 
     return out
 
 
-def _guards(s: Stmt) -> list[Expr]:
-    return [sub.cond for x in walk(s) for e in stmt_exprs(x) for sub in iter_exprs(e)
-            if isinstance(sub, Select)]
+def _guards(s: Stmt) -> list[tuple[Expr, bool]]:
+    """(condition, is it an ``if`` around statements) of every guard in ``s``."""
+    out = [(sub.cond, False) for x in walk(s) for e in stmt_exprs(x)
+           for sub in iter_exprs(e) if isinstance(sub, Select)]
+    return out + [(x.cond, True) for x in walk(s) if isinstance(x, IfThenElse)]
 
 
 def _interval(term: Expr, v: Var) -> tuple[int, int] | None:
-    """[lo, hi) of ``v`` where ``term`` holds, if it compares ``v`` (coefficient 1 or -1)
+    """[lo, hi) of ``v`` where ``term`` holds, if it compares ``k * v`` (any integer k)
     with constants only; else None."""
     if not isinstance(term, BinOp) or term.op not in ("<", "<=", ">", ">="):
         return None
@@ -98,18 +107,16 @@ def _interval(term: Expr, v: Var) -> tuple[int, int] | None:
     if lin is None or len(lin[0]) != 1 or v not in lin[0]:
         return None
     k, c = lin[0][v][1], lin[1]
-    if k not in (1, -1):
-        return None
     # k * v + c OP 0
     op = term.op
-    if k == -1:  # -v + c OP 0  <=>  v - c OP' 0
+    if k < 0:  # -k * v - c OP' 0
         op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op]
-        c = -c
-    # v + c OP 0
+        k, c = -k, -c
+    # k > 0: k * v < -c  <=>  v < ceil(-c / k) = -(c // k);  k * v <= -c  <=>  v <= (-c) // k
     if op == "<":
-        return -(1 << 30), -c
+        return -(1 << 30), -(c // k)
     if op == "<=":
-        return -(1 << 30), -c + 1
+        return -(1 << 30), (-c) // k + 1
     if op == ">":
-        return -c + 1, 1 << 30
-    return -c, 1 << 30
+        return (-c) // k + 1, 1 << 30
+    return -(c // k), 1 << 30
