@@ -10,11 +10,12 @@ Passes, in order:
 3. ``unroll``: loops marked unrolled are expanded with constant loop values, so a local
    tile's indices become constants the emitter can keep in registers.
 4. ``simplify_stmt``: index arithmetic simplified with loop ranges; dead ``if``s removed.
-5. ``partition_loops`` (``partition.py``): a loop is split where a guard on its own
-   variable changes value (a padded copy's borders, a guarded tile's last rows), so the
-   middle part has no guard.
-6. ``unswitch_loops`` (``unswitch.py``): a loop whose body tests a tile's tail guard
-   that does not change inside it runs as a copy without the tests and one with them.
+5. ``speculate_tails`` (``speculate.py``): a guarded register tile's tail rows are
+   computed anyway in its local accumulators (loads clamped into their buffers), so the
+   reduction loop carries no test; the write-back keeps it.
+6. ``partition_loops`` (``partition.py``): a loop is split where a guard on its own
+   variable changes value (a padded copy's borders, a tail test left inside a loop), so
+   the middle part has no guard.
 
 Example:
     >>> low = lower(sch.func)     # a PrimFunc without blocks, ready for codegen.c
@@ -51,7 +52,7 @@ from ..tir.stmt import (
     seq,
 )
 from .partition import partition_loops
-from .unswitch import unswitch_loops
+from .speculate import speculate_tails
 
 MAX_UNROLL = 512  # weighted statements an expansion may produce; bigger ones stay loops
 LOOP_WEIGHT = 8  # a loop left inside an expansion costs gcc far more than a statement
@@ -228,6 +229,5 @@ def lower(func: PrimFunc) -> PrimFunc:
     f = compact_buffers(f)
     body = simplify_stmt(f.body)
     if body is not None:
-        body = partition_loops(body, None, simplify_stmt)
-        body = unswitch_loops(body, simplify_stmt)
+        body = partition_loops(speculate_tails(body), None, simplify_stmt)
     return replace(f, body=body if body is not None else Seq(()))

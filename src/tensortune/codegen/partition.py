@@ -29,10 +29,6 @@ from ..tir.functor import iter_exprs, stmt_exprs, substitute_stmt, walk
 from ..tir.stmt import Allocate, For, ForKind, IfThenElse, Seq, Stmt, seq
 
 MAX_BODY = 64  # statements in a loop body worth copying into three parts
-# A tile's tail guard (an ``if`` from a guarded split) sits around a whole register tile;
-# splitting there takes the guards out of the tile's inner loops, which is worth copying
-# a far larger body (see the module docstring).
-MAX_TAIL_BODY = 4096
 
 
 SimplifyFn = Callable[[Stmt, Ranges], "Stmt | None"]
@@ -62,14 +58,11 @@ def partition_loops(s: Stmt, ranges: Ranges | None = None,
 
 
 def _split(s: For, r: Ranges, simplify_part: SimplifyFn | None) -> list[Stmt] | None:
-    size = sum(1 for x in walk(s.body) if not isinstance(x, (Seq, Allocate)))
-    if size > MAX_TAIL_BODY:
+    if sum(1 for x in walk(s.body) if not isinstance(x, (Seq, Allocate))) > MAX_BODY:
         return None
     lo, hi = 0, s.extent
     found = False
-    for cond, tail in _guards(s.body):
-        if not tail and size > MAX_BODY:
-            continue
+    for cond in _guards(s.body):
         for term in conjuncts(cond):
             iv = _interval(term, s.var)
             if iv is not None:
@@ -91,11 +84,9 @@ def _split(s: For, r: Ranges, simplify_part: SimplifyFn | None) -> list[Stmt] | 
     return out
 
 
-def _guards(s: Stmt) -> list[tuple[Expr, bool]]:
-    """(condition, is it an ``if`` around statements) of every guard in ``s``."""
-    out = [(sub.cond, False) for x in walk(s) for e in stmt_exprs(x)
-           for sub in iter_exprs(e) if isinstance(sub, Select)]
-    return out + [(x.cond, True) for x in walk(s) if isinstance(x, IfThenElse)]
+def _guards(s: Stmt) -> list[Expr]:
+    return [sub.cond for x in walk(s) for e in stmt_exprs(x) for sub in iter_exprs(e)
+            if isinstance(sub, Select)]
 
 
 def _interval(term: Expr, v: Var) -> tuple[int, int] | None:

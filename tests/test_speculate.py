@@ -1,0 +1,96 @@
+"""Guarded register tiles (a row count that does not divide the axis): the tail rows are
+computed anyway in the local accumulators (codegen/speculate.py), so the reduction loop
+carries no test and only the write-back keeps it. Meaning is kept on random shapes and
+inputs, with the tile's outer loop serial or parallel."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensortune as tt
+from tensortune.codegen import lower
+from tensortune.codegen.speculate import speculate_tails
+from tensortune.reference import check_close, evaluate, random_inputs
+from tensortune.tir.expr import IntImm, Var
+from tensortune.tir.functor import walk
+from tensortune.tir.stmt import Buffer, BufferStore, For, IfThenElse, PrimFunc, Seq
+from tensortune.workloads.linalg import gmm
+
+
+def _tiled(m: int, rows: int, mid: int, par: bool, k: int = 12) -> tuple[tt.Schedule,
+                                                                       PrimFunc]:
+    """C[m, 16] = A[m, k] @ B: i split [outer, mid, rows] (rows need not divide m), the
+    rows unrolled inside the k loop into local accumulators, j vectorized."""
+    f = gmm(m, 16, k)
+    sch = tt.Schedule(f)
+    blk = sch.get_block("C")
+    i, j, kk = sch.get_loops(blk)
+    outer = -(-m // (rows * mid))
+    i0, i1, i2 = sch.split(i, [outer, mid, rows])
+    sch.reorder(i0, i1, kk, i2, j)
+    wb = sch.cache_write(blk, 0, "local")
+    sch.reverse_compute_at(wb, i1)
+    sch.unroll(i2)
+    sch.vectorize(j)
+    rows_wb, cols_wb = sch.get_loops(wb)[-2:]  # the write-back as the tiling rule has it
+    sch.unroll(rows_wb)
+    sch.vectorize(cols_wb)
+    if par:
+        sch.parallel(i0)
+    return sch, f
+
+
+def _tests_in_k_loops(low: PrimFunc) -> int:
+    """Tail tests (``<``-style, not the init's ``k == 0``) inside the k loops."""
+    return sum(isinstance(x, IfThenElse) and x.cond.op != "=="
+               for lp in walk(low.body) if isinstance(lp, For) and lp.extent == 12
+               for x in walk(lp.body))
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(8, 40), rows=st.sampled_from([3, 5, 6, 7]), mid=st.integers(1, 4),
+       par=st.booleans())
+def test_guarded_tiles_compute_the_reference(m, rows, mid, par):
+    sch, f = _tiled(m, rows, mid, par)
+    inputs = random_inputs(f, seed=m * 10 + rows)
+    check_close(tt.build(sch)(*[np.copy(a) for a in inputs]), evaluate(f, inputs)[0])
+
+
+def test_the_reduction_loop_has_no_tail_test():
+    """60 rows in tiles of 7 under a parallel loop (the test reads the parallel
+    variable): before, each tail row's FMA sat under a test in the k loop; now none does,
+    and the write-back still tests its rows (A's rows past 59 are clamped, not read)."""
+    sch, _ = _tiled(60, 7, 3, par=True)
+    low = lower(sch.func)
+    assert _tests_in_k_loops(low) == 0
+    stores = [x for x in walk(low.body) if isinstance(x, IfThenElse)
+              for s in walk(x.then) if isinstance(s, BufferStore) and s.buffer.name == "C"]
+    assert stores, "the write-back lost its tail test"
+    src = tt.build(sch).source
+    assert "tt_mini(" in src  # A's row index clamped to 59
+
+
+def test_a_partial_sum_read_without_the_test_keeps_it():
+    """A local buffer whose element is read by a statement without the tail test (here
+    a sum over both slots) must keep the test on its stores: slot 1 is only valid when
+    the test holds, and the sum reads it regardless."""
+    i = Var("i")
+    loc = Buffer("acc", (2,), "float32", "local")
+    out = Buffer("out", (4,), "float32")
+    guard = IntImm(1) < (i * 2 + 1)  # a tail-style test on an outer loop variable
+    from tensortune.tir.expr import BinOp, BufferLoad, FloatImm
+    body = For(i, 3, Seq((
+        BufferStore(loc, (IntImm(0),), FloatImm(1.0)),
+        IfThenElse(guard, BufferStore(loc, (IntImm(1),), FloatImm(2.0))),
+        BufferStore(out, (i,), BinOp("+", BufferLoad(loc, (IntImm(0),)),
+                                     BufferLoad(loc, (IntImm(1),)), "float32")),
+    )))
+    kept = speculate_tails(body)
+    assert any(isinstance(x, IfThenElse) for x in walk(kept))
+    # The same store, read only under the same test, loses it.
+    reader = IfThenElse(guard, BufferStore(out, (i,), BufferLoad(loc, (IntImm(1),))))
+    body2 = For(i, 3, Seq((IfThenElse(guard, BufferStore(loc, (IntImm(1),),
+                                                         FloatImm(2.0))), reader)))
+    ifs = [x for x in walk(speculate_tails(body2)) if isinstance(x, IfThenElse)]
+    assert len(ifs) == 1 and isinstance(ifs[0].then, BufferStore) \
+        and ifs[0].then.buffer is out
