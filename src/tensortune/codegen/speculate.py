@@ -72,8 +72,8 @@ def _collect(s: Stmt, terms: frozenset[str], reads: Reads) -> None:
         _collect(s.body, terms, reads)
         return
     if isinstance(s, Seq):
-        for x in s.stmts:
-            _collect(x, terms, reads)
+        for part in s.stmts:
+            _collect(part, terms, reads)
         return
     own = _idx(s.indices) if isinstance(s, BufferStore) else None
     for e in stmt_exprs(s):
