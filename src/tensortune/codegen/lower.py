@@ -228,6 +228,7 @@ def lower(func: PrimFunc) -> PrimFunc:
     f = replace(func, body=flatten_blocks(func.body))
     f = compact_buffers(f)
     body = simplify_stmt(f.body)
-    if body is not None:
-        body = partition_loops(speculate_tails(body), None, simplify_stmt)
-    return replace(f, body=body if body is not None else Seq(()))
+    if body is None:
+        return replace(f, body=Seq(()))
+    f = speculate_tails(replace(f, body=body))
+    return replace(f, body=partition_loops(f.body, None, simplify_stmt))
