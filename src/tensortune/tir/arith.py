@@ -69,17 +69,17 @@ def linear(e: Expr) -> Linear | None:
             sub = linear(y) if c is not None else None
             if c is not None and sub is not None:
                 return {k: (t, n * c) for k, (t, n) in sub[0].items() if n * c}, sub[1] * c
-    return {_key(e): (e, 1)}, 0
+    return {structural_key(e): (e, 1)}, 0
 
 
-def _key(e: Expr) -> object:
+def structural_key(e: Expr) -> object:
     """A structural key: equal for equal trees, variables by identity."""
     if isinstance(e, Var):
         return ("v", e.uid)
     if isinstance(e, IntImm):
         return ("i", e.value, e.dtype)
     if isinstance(e, BinOp):
-        return ("b", e.op, _key(e.a), _key(e.b))
+        return ("b", e.op, structural_key(e.a), structural_key(e.b))
     return ("o", id(e))
 
 
