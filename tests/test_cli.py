@@ -1,5 +1,7 @@
 """The command line: the built-in example and target."""
 
+import sqlite3
+
 from tensortune.cli import main
 
 
@@ -19,7 +21,11 @@ def test_tune_show_and_db_commands(tmp_path, capsys):
     assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "4", "--db", db]) == 0
     assert "tuning summary" in capsys.readouterr().out
     assert main(["show", "gmm", "--shape", "M=32,N=32,K=16", "--db", db]) == 0
-    assert "sch.sample_perfect_tile(" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "sch.sample_perfect_tile(" in shown and "timed with other C" not in shown
+    sqlite3.connect(db).execute("UPDATE records SET source = 'older'").connection.commit()
+    assert main(["show", "gmm", "--shape", "M=32,N=32,K=16", "--db", db]) == 0
+    assert "timed with other C" in capsys.readouterr().out
     assert main(["db", "list", "--db", db]) == 0
     assert "gmm" in capsys.readouterr().out
     assert main(["db", "export", str(tmp_path / "e.jsonl"), "--db", db]) == 0

@@ -126,3 +126,74 @@ def test_processes_creating_one_database_at_once(tmp_path):
             _, err = p.communicate(timeout=120)
             assert p.returncode == 0, err.decode()[-1500:]
         assert Database(path).count() == 30
+
+
+_SCHEMA_2 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE workloads (hash TEXT PRIMARY KEY, name TEXT, text TEXT, flops REAL);
+CREATE TABLE records (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workload TEXT NOT NULL, target TEXT NOT NULL, program TEXT NOT NULL,
+    trace TEXT NOT NULL, latencies TEXT, latency REAL, error_kind TEXT, error_msg TEXT,
+    build_seconds REAL, target_desc TEXT, created REAL, features TEXT,
+    UNIQUE (workload, target, program));
+INSERT INTO meta VALUES ('version', '2');
+INSERT INTO records (workload, target, program, trace, latencies, latency)
+    VALUES ('w1', 't1', 'p1', '{}', '[0.002]', 0.002);
+"""
+
+
+def test_a_version_2_database_is_upgraded_in_place(tmp_path):
+    path = tmp_path / "v2.db"
+    con = sqlite3.connect(path)
+    con.executescript(_SCHEMA_2)
+    con.close()
+    db = Database(path)
+    old = db.top_k("w1", "t1", 1)[0]
+    assert old.source is None and old.latency == pytest.approx(2e-3)
+    assert db.add(TuningRecord("w1", "t1", "{}", "p2", [1e-3], source="abc"))
+    assert [(r.program, r.source) for r in db.top_k("w1", "t1", 2)] == [("p2", "abc"),
+                                                                        ("p1", None)]
+    db.close()
+    assert Database(path).count() == 2        # opened again: already version 3
+    version = sqlite3.connect(path).execute("SELECT value FROM meta").fetchone()[0]
+    assert version == "3"
+
+
+def test_compile_times_again_a_best_record_timed_with_other_c(tmp_path):
+    """A record timed by an older code generator (its source hash differs from the C its
+    program lowers to now) must not win on its stored timing."""
+    import dataclasses
+
+    import numpy as np
+
+    from tensortune.codegen import emit_c, lower
+    from tensortune.measure import source_hash
+    from tensortune.search.records import replay
+
+    f = tt.workloads.get("gmm", **SMALL)
+    path = tmp_path / "stale.db"
+    tt.tune(f, trials=6, database=path, strategy="replay", seed=4, retime_top=0)
+    db = Database(path)
+    wl, fp = f.structural_hash(), tt.Target.host().fingerprint()
+    top = db.top_k(wl, fp, 6)
+    assert all(r.source == source_hash(emit_c(lower(replay(f, r).func), tt.Target.host()))
+               for r in top)        # tuning stores the hash of the C it timed
+    # The slowest record, timed 1000x too fast by "an older tensortune" (another C).
+    stale = dataclasses.replace(top[-1], latencies=[top[0].latency / 1000], source="0" * 16)
+    db.update_timing(stale)
+    kept = tt.compile(f, database=db, retime=False)
+    assert kept.source == emit_c(lower(replay(f, stale).func), tt.Target.host())
+    kernel = tt.compile(f, database=db)
+    again = next(r for r in db.records(wl, fp) if r.program == stale.program)
+    assert again.source == source_hash(kept.source)
+    assert again.latency > 100 * stale.latency          # its own timing, not the stale one
+    best = db.top_k(wl, fp, 1)[0]
+    assert kernel.source == emit_c(lower(replay(f, best).func), tt.Target.host())
+    a, b = (np.random.default_rng(0).standard_normal(s).astype("float32")
+            for s in ((32, 16), (16, 32)))
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    # Now current: compile looks at the best record's C once and times nothing.
+    before = [(r.program, r.latencies) for r in db.records(wl, fp)]
+    tt.compile(f, database=db)
+    assert [(r.program, r.latencies) for r in db.records(wl, fp)] == before

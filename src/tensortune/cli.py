@@ -181,7 +181,9 @@ def _show(args: argparse.Namespace) -> int:
     import tensortune as tt
     from tensortune.codegen import emit_c, lower
     from tensortune.database import Database
-    from tensortune.search.tune import best_record, replay, tuned_func
+    from tensortune.measure import source_hash
+    from tensortune.search.records import best_record, replay
+    from tensortune.search.tune import tuned_func
 
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
     db = Database(args.db)
@@ -189,12 +191,17 @@ def _show(args: argparse.Namespace) -> int:
     func = tuned_func(func, db, target)
     rec = best_record(func, db, target)
     sch = replay(func, rec)
+    source = emit_c(lower(sch.func), target)
     print(f"# best of {db.count(func.structural_hash(), target.fingerprint())} records: "
-          f"{rec.latency * 1e3:.4f} ms\n")
+          f"{rec.latency * 1e3:.4f} ms")
+    if rec.source != source_hash(source):
+        print("# (timed with other C than this tensortune generates for it; tt.compile "
+              "times the best records again)")
+    print()
     print(sch.trace.as_python(), "\n")
     print(sch.func, "\n")
     if args.c:
-        print(emit_c(lower(sch.func), target))
+        print(source)
     return 0
 
 

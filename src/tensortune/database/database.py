@@ -4,7 +4,9 @@ Workloads are keyed by structural hash; records by workload, target fingerprint 
 hash of the scheduled program (so a program is never measured twice, however its trace
 was written). Each record is committed on its own in WAL mode: a tuning run killed
 mid-batch loses nothing already measured, and two tuning processes can share one file.
-Records are plain JSON, exported and imported as JSON lines.
+Records are plain JSON, exported and imported as JSON lines. Each record also holds a
+hash of the C source that was timed: a database outlives the code generator that filled
+it, and ``tt.compile`` times again a best record whose program now lowers to other C.
 
 Example:
     >>> db = Database("tuning.db")
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from ..errors import TensorTuneError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3   # 3 added records.source; a version-2 file is upgraded in place
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS workloads (
@@ -33,7 +35,7 @@ CREATE TABLE IF NOT EXISTS records (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     workload TEXT NOT NULL, target TEXT NOT NULL, program TEXT NOT NULL,
     trace TEXT NOT NULL, latencies TEXT, latency REAL, error_kind TEXT, error_msg TEXT,
-    build_seconds REAL, target_desc TEXT, created REAL, features TEXT,
+    build_seconds REAL, target_desc TEXT, created REAL, features TEXT, source TEXT,
     UNIQUE (workload, target, program));
 CREATE INDEX IF NOT EXISTS records_best ON records (workload, target, latency);
 """
@@ -56,6 +58,7 @@ class TuningRecord:
     target_desc: str = ""
     created: float = field(default_factory=time.time)
     features: list[float] = field(default_factory=list)   # cost-model features (transfer)
+    source: str | None = None       # hash of the C source timed; None before schema 3
 
     @property
     def ok(self) -> bool:
@@ -96,9 +99,26 @@ class Database:
         if row is None:
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('version', ?)",
                               (str(SCHEMA_VERSION),))
+        elif int(row[0]) == 2:
+            self._upgrade_from_2()
         elif int(row[0]) != SCHEMA_VERSION:
             raise DatabaseError(f"{self.path}: schema version {row[0]}, this tensortune "
                                 f"reads version {SCHEMA_VERSION}")
+
+    def _upgrade_from_2(self) -> None:
+        """Add the source column. Its records keep ``source`` None: timed by some earlier
+        code generator, which ``tt.compile`` treats as a reason to time them again."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:   # another process may have upgraded it between our read and our lock
+            row = self.conn.execute("SELECT value FROM meta WHERE key='version'").fetchone()
+            if int(row[0]) == 2:
+                self.conn.execute("ALTER TABLE records ADD COLUMN source TEXT")
+                self.conn.execute("UPDATE meta SET value=? WHERE key='version'",
+                                  (str(SCHEMA_VERSION),))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         self.conn.close()
@@ -118,32 +138,33 @@ class Database:
         """Store one record (its own transaction). False if the program was already there."""
         cur = self.conn.execute(
             "INSERT OR IGNORE INTO records (workload, target, program, trace, latencies, "
-            "latency, error_kind, error_msg, build_seconds, target_desc, created, features) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "latency, error_kind, error_msg, build_seconds, target_desc, created, features, "
+            "source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rec.workload, rec.target, rec.program, rec.trace, json.dumps(rec.latencies),
              rec.latency if rec.ok else None, rec.error_kind, rec.error_msg,
-             rec.build_seconds, rec.target_desc, rec.created, json.dumps(rec.features)))
+             rec.build_seconds, rec.target_desc, rec.created, json.dumps(rec.features),
+             rec.source))
         return cur.rowcount == 1
 
     def update_timing(self, rec: TuningRecord) -> None:
-        """Replace the stored timing and error of ``rec``'s program (same workload and
-        target) with ``rec``'s: a re-timing of the best candidates, or a check that one of
-        them failed later."""
+        """Replace the stored timing, error and source hash of ``rec``'s program (same
+        workload and target) with ``rec``'s: a re-timing of the best candidates, or a
+        check that one of them failed later."""
         self.conn.execute(
-            "UPDATE records SET latencies=?, latency=?, error_kind=?, error_msg=? "
+            "UPDATE records SET latencies=?, latency=?, error_kind=?, error_msg=?, source=? "
             "WHERE workload=? AND target=? AND program=?",
             (json.dumps(rec.latencies), rec.latency if rec.ok else None, rec.error_kind,
-             rec.error_msg, rec.workload, rec.target, rec.program))
+             rec.error_msg, rec.source, rec.workload, rec.target, rec.program))
 
     # ------------------------------------------------------------------ reads
     def _records(self, where: str, args: tuple, tail: str = "") -> list[TuningRecord]:
         rows = self.conn.execute(
             "SELECT workload, target, trace, program, latencies, error_kind, error_msg, "
-            f"build_seconds, target_desc, created, features FROM records WHERE {where} {tail}",
-            args)
+            f"build_seconds, target_desc, created, features, source FROM records WHERE "
+            f"{where} {tail}", args)
         return [TuningRecord(w, t, tr, p, json.loads(lat or "[]"), ek, em, bs, td, cr,
-                             json.loads(ft or "[]"))
-                for w, t, tr, p, lat, ek, em, bs, td, cr, ft in rows]
+                             json.loads(ft or "[]"), src)
+                for w, t, tr, p, lat, ek, em, bs, td, cr, ft, src in rows]
 
     def top_k(self, workload: str, target: str, k: int) -> list[TuningRecord]:
         """The k fastest correct records, fastest first."""

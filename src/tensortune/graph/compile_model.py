@@ -17,8 +17,9 @@ from typing import Any
 from ..codegen import Target
 from ..database import Database, DatabaseError
 from ..kernel import Kernel, build
+from ..search.records import best_record
 from ..search.task_scheduler import TaskScheduler, TaskState
-from ..search.tune import _open, best_record, compile, tuned_func
+from ..search.tune import _open, compile, tuned_func
 from ..tir.stmt import PrimFunc
 from .executor import Executor
 from .fuse import Group, Task, extract_tasks, fuse

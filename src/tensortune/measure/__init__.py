@@ -12,7 +12,7 @@ from typing import Any
 
 from ..codegen import Target
 from ..reference import evaluate, random_inputs
-from .builder import BuildInput, BuildResult, LocalBuilder
+from .builder import BuildInput, BuildResult, LocalBuilder, source_hash
 from .runner import LocalRunner, RunInput, RunResult
 
 
@@ -38,4 +38,4 @@ def measure(obj: Any, *, repeat: int = 7, min_repeat_ms: float = 50.0, timeout: 
 
 
 __all__ = ["BuildInput", "BuildResult", "LocalBuilder", "LocalRunner", "RunInput", "RunResult",
-           "measure"]
+           "measure", "source_hash"]

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,6 +42,15 @@ class BuildResult:
     @property
     def ok(self) -> bool:
         return self.error_kind is None
+
+    @property
+    def source_hash(self) -> str | None:
+        return None if self.source is None else source_hash(self.source)
+
+
+def source_hash(source: str) -> str:
+    """The key a record keeps of the C it timed (``TuningRecord.source``)."""
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
 class LocalBuilder:

@@ -13,9 +13,7 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import random
-import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -27,7 +25,7 @@ import numpy as np
 
 from ..codegen import Target
 from ..cost_model import FEATURES, LGBMModel, normalized_throughput
-from ..database import Database, DatabaseError, TuningRecord
+from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
 from ..measure import BuildInput, LocalBuilder, LocalRunner, RunInput
@@ -38,6 +36,7 @@ from ..space import PostOrderApply, ScheduleFn, SpaceGenerator
 from ..tir.analysis import flop_count
 from ..tir.printer import func_str
 from ..tir.stmt import PrimFunc
+from .records import best_record, fresh_best, replay, retime_records
 from .search_strategy import ReplayTrace, SearchContext, SearchStrategy
 
 
@@ -169,7 +168,8 @@ class TuningTask:
                 lat, ek, em = [], b.error_kind, b.error_msg
             rec = TuningRecord(self.workload, self.fingerprint, cand.sch.trace.as_json(),
                                cand.program, lat, ek, em, b.build_seconds, str(self.target),
-                               features=[float(v) for v in cand.features()])
+                               features=[float(v) for v in cand.features()],
+                               source=b.source_hash)
             self.db.add(rec)
             recs.append(rec)
             self.trials += 1
@@ -183,42 +183,18 @@ class TuningTask:
 
     def retime(self, builder: LocalBuilder, runner: LocalRunner, k: int = 5,
                rounds: int = 5) -> list[TuningRecord]:
-        """Time the ``k`` fastest records again, in ``rounds`` alternating rounds, and keep
-        for each the samples of its quietest timing (the lowest median). On a shared
-        machine one busy moment makes a fast program look slow, and a single timing then
-        decides the winner; the alternating rounds give the close ones the same moments.
-        A record that now fails its check is stored as failed. Returns the records,
-        fastest first."""
+        """Time the ``k`` fastest records again in ``rounds`` alternating rounds
+        (``records.retime_records``: each keeps its quietest timing, a failed check is
+        stored as failed). Returns the records, fastest first."""
         top = self.db.top_k(self.workload, self.fingerprint, k)
         if len(top) < 2 or rounds < 1:
             return top
-        schs = [replay(self.func, r) for r in top]
-        built = builder.build([BuildInput(sch.func) for sch in schs])
-        quietest = [list(r.latencies) for r in top]
-        failed: dict[int, tuple[str, str | None]] = {}
-        for _ in range(rounds):
-            for i, (sch, b) in enumerate(zip(schs, built)):
-                if not b.ok or b.lib_path is None or i in failed:
-                    continue
-                res = runner.run([RunInput(b.lib_path, sch.func, self.workload, self.ins,
-                                           self.expected)])[0]
-                if res.error_kind in ("wrong_result", "non_finite"):
-                    failed[i] = (res.error_kind, res.error_msg)
-                elif res.latencies and (statistics.median(res.latencies)
-                                        < statistics.median(quietest[i])):
-                    quietest[i] = list(res.latencies)
-        out = []
-        for i, r in enumerate(top):
-            kind, msg = failed.get(i, (None, None))
-            new = dataclasses.replace(r, latencies=[] if kind else quietest[i],
-                                      error_kind=kind, error_msg=msg)
-            if new != r:
-                self.db.update_timing(new)
-            out.append(new)
+        out = retime_records(self.db, self.func, top, builder, runner, self.ins,
+                             self.expected, rounds)
         # From the database: when every re-timed record failed, the best is one past them.
         best = self.best_record()
         self.best_latency = best.latency if best is not None else float("inf")
-        return sorted(out, key=lambda r: r.latency)
+        return out
 
     def best_record(self) -> TuningRecord | None:
         top = self.db.top_k(self.workload, self.fingerprint, 1)
@@ -314,35 +290,15 @@ def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
     return func
 
 
-def replay(func: PrimFunc, rec: TuningRecord) -> Schedule:
-    """The schedule a record's trace makes of ``func``."""
-    sch = Schedule(func)
-    Trace.from_json(rec.trace).apply(sch)
-    return sch
-
-
-def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
-    wl = func.structural_hash()
-    top = db.top_k(wl, target.fingerprint(), 1)
-    if top:
-        return top[0]
-    others = db.targets(wl)
-    if others:
-        raise DatabaseError(
-            f"{db.path} has records for {func.name} only for other machines ("
-            + "; ".join(d or t for t, d in others.items()) + f"), not for this one ({target}); "
-            "tune it here first")
-    same_name = [h for h, name, _, n in db.workloads() if name == func.name and n]
-    hint = (f"; it has {func.name} with another shape or definition (workloads "
-            f"{', '.join(same_name)})") if same_name else ""
-    raise DatabaseError(f"{db.path} has no record for {func.name} (workload {wl}){hint}; "
-                        "run tt.tune on it first")
-
-
 def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
-            target: Target | None = None) -> Kernel:
-    """The kernel of the best checked record for ``func`` on this machine; no search."""
+            target: Target | None = None, retime: bool = True) -> Kernel:
+    """The kernel of the best checked record for ``func`` on this machine; no search.
+    With ``retime``, a best record whose program now lowers to other C than the one it
+    timed (the database is older than this tensortune's code generator) is timed and
+    checked again with the next best before the kernel is built (``records.fresh_best``);
+    without it the stored timings decide."""
     tgt = target or Target.host()
     db = _open(database)
     func = tuned_func(func, db, tgt)
-    return build(replay(func, best_record(func, db, tgt)), tgt)
+    rec = fresh_best(func, db, tgt) if retime else best_record(func, db, tgt)
+    return build(replay(func, rec), tgt)

@@ -1,0 +1,124 @@
+"""From database records back to programs: replay a record's trace, find the best record
+(with an error that says what is missing), and time records again.
+
+A record's timing belongs to the C it timed. A database outlives the code generator that
+filled it: after a change to lowering, the best record's program may lower to other C
+that runs slower (or no longer passes its check), and its stored timing would still make
+it the winner. ``fresh_best`` notices that from the source hash each record keeps and
+times the best few again under the current code before one of them is used.
+
+Example:
+    >>> rec = fresh_best(func, db, Target.host())     # re-timed if its C changed
+    >>> sch = replay(func, rec)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import numpy as np
+
+from ..codegen import Target, emit_c, lower
+from ..database import Database, DatabaseError, TuningRecord
+from ..errors import TensorTuneError
+from ..measure import BuildInput, LocalBuilder, LocalRunner, RunInput, source_hash
+from ..reference import evaluate, random_inputs
+from ..schedule import Schedule, Trace
+from ..tir.stmt import PrimFunc
+
+
+def replay(func: PrimFunc, rec: TuningRecord) -> Schedule:
+    """The schedule a record's trace makes of ``func``."""
+    sch = Schedule(func)
+    Trace.from_json(rec.trace).apply(sch)
+    return sch
+
+
+def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
+    """The fastest checked record of ``func`` for ``target``, as stored; a
+    ``DatabaseError`` that names what the database holds instead when there is none."""
+    wl = func.structural_hash()
+    top = db.top_k(wl, target.fingerprint(), 1)
+    if top:
+        return top[0]
+    others = db.targets(wl)
+    if others:
+        raise DatabaseError(
+            f"{db.path} has records for {func.name} only for other machines ("
+            + "; ".join(d or t for t, d in others.items()) + f"), not for this one ({target}); "
+            "tune it here first")
+    same_name = [h for h, name, _, n in db.workloads() if name == func.name and n]
+    hint = (f"; it has {func.name} with another shape or definition (workloads "
+            f"{', '.join(same_name)})") if same_name else ""
+    raise DatabaseError(f"{db.path} has no record for {func.name} (workload {wl}){hint}; "
+                        "run tt.tune on it first")
+
+
+def retime_records(db: Database, func: PrimFunc, records: list[TuningRecord],
+                   builder: LocalBuilder, runner: LocalRunner, ins: list[np.ndarray],
+                   expected: list[np.ndarray], rounds: int = 5) -> list[TuningRecord]:
+    """Time ``records`` of ``func`` again, in ``rounds`` alternating rounds, and keep for
+    each the samples of its quietest timing (the lowest median). On a shared machine one
+    busy moment makes a fast program look slow; the alternating rounds give the close ones
+    the same moments. A stored timing counts among them only if it timed the C that the
+    program lowers to now. A record that fails its check now, or no longer builds, or has
+    no timing at all, is stored as failed. Each record is stored with the current source
+    hash. Returns the records, fastest first."""
+    schs = [replay(func, r) for r in records]
+    built = builder.build([BuildInput(sch.func) for sch in schs])
+    quietest = [list(r.latencies) if r.source is not None and r.source == b.source_hash
+                else [] for r, b in zip(records, built)]
+    failed: dict[int, tuple[str | None, str | None]] = {
+        i: (b.error_kind, b.error_msg) for i, b in enumerate(built) if not b.ok}
+    last_error: dict[int, tuple[str | None, str | None]] = {}
+    for _ in range(rounds):
+        for i, (sch, b, r) in enumerate(zip(schs, built, records)):
+            if i in failed or b.lib_path is None:
+                continue
+            res = runner.run([RunInput(b.lib_path, sch.func, r.workload, ins, expected)])[0]
+            if res.error_kind in ("wrong_result", "non_finite"):
+                failed[i] = (res.error_kind, res.error_msg)
+            elif res.latencies and (not quietest[i] or statistics.median(res.latencies)
+                                    < statistics.median(quietest[i])):
+                quietest[i] = list(res.latencies)
+            elif res.error_kind is not None:
+                last_error[i] = (res.error_kind, res.error_msg)
+    out = []
+    for i, (r, b) in enumerate(zip(records, built)):
+        kind, msg = failed.get(i, (None, None))
+        if kind is None and not quietest[i]:   # a crash or a timeout in every round
+            kind, msg = last_error.get(i, ("runtime", "no timing in any round"))
+        new = dataclasses.replace(r, latencies=[] if kind else quietest[i], error_kind=kind,
+                                  error_msg=msg, source=b.source_hash or r.source)
+        if new != r:
+            db.update_timing(new)
+        out.append(new)
+    return sorted(out, key=lambda r: r.latency)
+
+
+def fresh_best(func: PrimFunc, db: Database, target: Target, *, k: int = 5,
+               rounds: int = 5) -> TuningRecord:
+    """The best record of ``func`` for ``target`` with its timing taken under the current
+    code generator. While the best record's program lowers to C other than the C it timed
+    (a record from an older tensortune, or one stored before schema 3 kept the hash), the
+    ``k`` best are timed again in the same rounds, checked against the reference, and
+    stored; then the best is looked up again. A database whose best is current costs one
+    lowering."""
+    ins: list[np.ndarray] | None = None
+    expected: list[np.ndarray] = []
+    for _ in range(3):   # a stale record beyond the k re-timed may come first next time
+        rec = best_record(func, db, target)
+        try:
+            current = source_hash(emit_c(lower(replay(func, rec).func), target))
+        except TensorTuneError:   # no longer lowers: the re-timing stores it as failed
+            current = None
+        if current is not None and rec.source == current:
+            return rec
+        if ins is None:
+            ins = random_inputs(func)
+            expected = evaluate(func, ins)
+        top = db.top_k(func.structural_hash(), target.fingerprint(), k)
+        with LocalRunner() as runner:
+            retime_records(db, func, top, LocalBuilder(target), runner, ins, expected, rounds)
+    return best_record(func, db, target)
