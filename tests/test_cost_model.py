@@ -29,6 +29,7 @@ def test_lgbm_learns_a_ranking_and_round_trips(tmp_path):
 
 
 def test_transfer_model_from_other_workloads(tmp_path):
+    from tensortune.cost_model.prior import prior_model
     from tensortune.database import Database, TuningRecord
     from tensortune.search.tune import transfer_model
 
@@ -40,7 +41,10 @@ def test_transfer_model_from_other_workloads(tmp_path):
             x = rng.random(FEATURES)
             lat = 1e-3 / (0.1 + x[5])  # faster when feature 5 is large
             db.add(TuningRecord(w, "t", "{}", f"{w}-{i}", [lat], features=list(x)))
-    assert transfer_model(db, "mine", "other-target") is None   # nothing for that machine
+    # Nothing for that machine: the bundled prior, or nothing without it.
+    assert transfer_model(db, "mine", "other-target", prior=False) is None
+    assert transfer_model(db, "mine", "other-target") is prior_model(frozenset({"mine"}),
+                                                                     frozenset())
     base = transfer_model(db, "mine", "t")
     assert base is not None and base.trained
     probe = rng.random((50, FEATURES))
@@ -162,3 +166,41 @@ def test_cost_model_eval_splits_score_a_learnable_workload():
     # feature still ranks this one.
     pooled = other_workloads({"a": a, "b": run(5.0), "c": run(0.5)}, "a")
     assert pooled[0] > 0.6 and all(0 < t <= 1 for t in pooled[1:])
+
+
+def test_bundled_prior_leaves_out_the_tuned_workload_and_other_feature_sets(tmp_path):
+    from tensortune.cost_model.prior import PRIOR_FILE, bundled_rows, prior_model, write_prior
+
+    rng = np.random.default_rng(3)
+    groups = [(h, name, [(list(rng.random(FEATURES)), float(rng.random()) + 0.1)
+                         for _ in range(n)])
+              for h, name, n in (("h1", "gmm", 30), ("h2", "c2d", 20), ("h3", "gmm", 10))]
+    groups.append(("h4", "old", [(list(rng.random(FEATURES - 3)), 1.0)] * 5))
+    path = tmp_path / "p.npz"
+    assert write_prior(groups, "test machine", path) == 60       # "old" rows dropped
+    x, y = bundled_rows(path=path)
+    assert x.shape == (60, FEATURES) and y.max() == 1.0 and (y > 0).all()
+    assert len(bundled_rows(exclude_names={"gmm"}, path=path)[0]) == 20
+    assert len(bundled_rows(exclude_hashes={"h1"}, path=path)[0]) == 30
+    assert bundled_rows(exclude_names={"gmm", "c2d"}, path=path) is None
+    np.savez(path, x=np.zeros((4, FEATURES + 1)), y=np.zeros(4), workload=np.array(["a"] * 4),
+             name=np.array(["a"] * 4))
+    assert bundled_rows(path=path) is None           # another feature set: not used
+    # The shipped file holds the current feature set and trains a model.
+    rows = bundled_rows(path=PRIOR_FILE)
+    assert rows is not None and rows[0].shape[1] == FEATURES and len(rows[0]) > 1000
+    model = prior_model(frozenset(), frozenset({"gmm"}))
+    assert model is not None and model.trained
+
+
+def test_a_fresh_tuning_run_ranks_its_first_batch_with_the_prior(tmp_path):
+    import tensortune as tt
+    from tensortune.database import Database
+    from tensortune.search.tune import TuningTask
+
+    f = tt.workloads.get("gmm", M=32, N=32, K=16)
+    with_prior = TuningTask(f, Database(tmp_path / "a.db"), tt.Target.host(), seed=1)
+    model = with_prior.strategy.model
+    assert model.base is not None and model.trained and model.booster is None
+    without = TuningTask(f, Database(tmp_path / "b.db"), tt.Target.host(), seed=1, prior=False)
+    assert without.strategy.model.base is None and not without.strategy.model.trained

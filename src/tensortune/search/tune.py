@@ -25,6 +25,7 @@ import numpy as np
 
 from ..codegen import Target
 from ..cost_model import FEATURES, LGBMModel, normalized_throughput
+from ..cost_model.prior import prior_model
 from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
@@ -118,7 +119,7 @@ class TuningTask:
     def __init__(self, func: PrimFunc, db: Database, target: Target, *,
                  strategy: str | SearchStrategy = "evolutionary", cost_model: Any = "lgbm",
                  space: Any = None, seed: int | None = None, name: str | None = None,
-                 rewrite: bool = True, early_stop: float = 2.0) -> None:
+                 rewrite: bool = True, early_stop: float = 2.0, prior: bool = True) -> None:
         if not isinstance(func, PrimFunc):
             raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
         self.target, self.db, self.early_stop = target, db, early_stop
@@ -138,7 +139,7 @@ class TuningTask:
         self.strategy.init(ctx)
         model = getattr(self.strategy, "model", None)
         if isinstance(model, LGBMModel):
-            model.base = transfer_model(db, wl, fp)
+            model.base = transfer_model(db, wl, fp, name or func.name, prior)
         best = db.top_k(wl, fp, 1)
         self.best_latency = best[0].latency if best else float("inf")
         self.trials = 0                  # measured by this object
@@ -206,7 +207,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          cost_model: Any = "lgbm", space: Any = None, batch_size: int = 16,
          seed: int | None = None, timeout: float = 10.0, name: str | None = None,
          progress: Callable[[dict], None] | None = None, rewrite: bool = True,
-         early_stop: float = 2.0, retime_top: int = 5) -> TuneResult:
+         early_stop: float = 2.0, retime_top: int = 5, prior: bool = True) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned.
@@ -214,12 +215,16 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     timed once, not ``repeat`` times (it cannot become the best). At the end the
     ``retime_top`` fastest records are timed again in alternating rounds and each keeps
     its quietest timing (``TuningTask.retime``; 0 leaves them as measured).
+    Before this run has measured anything, its cost model ranks candidates with a model
+    of other workloads' records (``transfer_model``; ``prior=False`` leaves the bundled
+    prior out when the database has too few of them).
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it)."""
     tgt = target or Target.host()
     db = _open(database)
     task = TuningTask(func, db, tgt, strategy=strategy, cost_model=cost_model, space=space,
-                      seed=seed, name=name, rewrite=rewrite, early_stop=early_stop)
+                      seed=seed, name=name, rewrite=rewrite, early_stop=early_stop,
+                      prior=prior)
     builder = LocalBuilder(tgt)
     result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
@@ -245,11 +250,14 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     return result
 
 
-def transfer_model(db: Database, workload: str, target: str) -> LGBMModel | None:
+def transfer_model(db: Database, workload: str, target: str, name: str | None = None,
+                   prior: bool = True) -> LGBMModel | None:
     """A model trained on the other workloads' records for this machine: each workload's
     throughputs are normalised by its own best, so they share one scale. Records whose
     features came from another version of the feature set (another length) are left
-    out: a database outlives the code that filled it."""
+    out: a database outlives the code that filled it. With fewer than 32 such records and
+    ``prior``, the model of the bundled prior (``cost_model.prior``: the benchmark
+    suite's programs, this workload and its name left out) instead."""
     xs, ys = [], []
     for h, _, _, _ in db.workloads():
         if h == workload:
@@ -261,7 +269,9 @@ def transfer_model(db: Database, workload: str, target: str) -> LGBMModel | None
         xs += [r.features for r in recs]
         ys += list(y)
     if len(xs) < 32:
-        return None
+        if not prior:
+            return None
+        return prior_model(frozenset({workload}), frozenset({name} if name else ()))
     base = LGBMModel()
     base.update(np.asarray(xs), np.asarray(ys))
     return base

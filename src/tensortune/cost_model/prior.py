@@ -1,0 +1,86 @@
+"""The bundled prior: programs measured by tensortune's benchmark suite, shipped with the
+package so that a first tuning run on a new machine does not start blind.
+
+Each row is one measured program of one suite workload: its feature vector and its
+throughput normalised by the best of that workload in the same run (failures 0). Before
+a tuning run has measured anything, its cost model ranks nothing and the first batch is
+a random draw; ``tune``'s transfer model (``search.tune.transfer_model``) trains on the
+user's own records of other workloads when the database holds enough of them, and on
+these rows otherwise. Rows of the workload being tuned (by structural hash or by name)
+are left out, so the prior brings what other workloads teach, and the suite's tuning
+curves measure exactly what a user's first run gets.
+
+The rows come from one reference machine (``prior.npz`` names it); the features are
+the same on any machine, the timings are that machine's. A later feature set (another
+length) makes the file unused until it is rebuilt with ``benchmarks/make_prior.py``.
+
+Example:
+    >>> rows = bundled_rows(exclude_names={"gmm"})
+    >>> None if rows is None else rows[0].shape     # (programs, FEATURES)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .cost_model import LGBMModel, normalized_throughput
+from .features import FEATURES
+
+PRIOR_FILE = Path(__file__).with_name("prior.npz")
+
+
+def bundled_rows(exclude_hashes: frozenset[str] | set[str] = frozenset(),
+                 exclude_names: frozenset[str] | set[str] = frozenset(),
+                 path: Path = PRIOR_FILE) -> tuple[np.ndarray, np.ndarray] | None:
+    """(features, normalised throughput) of the bundled programs outside the excluded
+    workloads; None when there is no file or it holds another feature set."""
+    if not path.exists():
+        return None
+    with np.load(path) as z:
+        x, y, wl, names = z["x"], z["y"], z["workload"], z["name"]
+    if x.ndim != 2 or x.shape[1] != FEATURES:
+        return None
+    keep = ~(np.isin(wl, sorted(exclude_hashes)) | np.isin(names, sorted(exclude_names)))
+    if not keep.any():
+        return None
+    return x[keep].astype(np.float64), y[keep].astype(np.float64)
+
+
+@lru_cache(maxsize=8)
+def prior_model(exclude_hashes: frozenset[str], exclude_names: frozenset[str]
+                ) -> LGBMModel | None:
+    """A model trained on the bundled rows (cached per exclusion: each tuning run in a
+    process asks again, and training on a few thousand rows takes a few tenths of a
+    second). Used only to predict, never updated."""
+    rows = bundled_rows(exclude_hashes, exclude_names)
+    if rows is None or len(rows[0]) < 32:
+        return None
+    model = LGBMModel()
+    model.update(*rows)
+    return model
+
+
+def write_prior(groups: list[tuple[str, str, list[tuple[list[float], float]]]],
+                machine: str, path: Path = PRIOR_FILE) -> int:
+    """Write the bundled file from groups ``(workload hash, name, [(features, latency)])``,
+    each normalised by its own best (one group per workload and tuning run); rows with
+    another feature length are dropped. Returns the rows written."""
+    xs: list[list[float]] = []
+    ys: list[float] = []
+    wls: list[str] = []
+    names: list[str] = []
+    for wl, name, recs in groups:
+        recs = [(f, lat) for f, lat in recs if len(f) == FEATURES]
+        if not recs:
+            continue
+        xs += [f for f, _ in recs]
+        ys += list(normalized_throughput([lat for _, lat in recs]))
+        wls += [wl] * len(recs)
+        names += [name] * len(recs)
+    np.savez_compressed(path, x=np.asarray(xs, np.float32), y=np.asarray(ys, np.float32),
+                        workload=np.asarray(wls), name=np.asarray(names),
+                        machine=np.asarray(machine))
+    return len(xs)
