@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 import tensortune as tt
@@ -197,3 +198,23 @@ def test_compile_times_again_a_best_record_timed_with_other_c(tmp_path):
     before = [(r.program, r.latencies) for r in db.records(wl, fp)]
     tt.compile(f, database=db)
     assert [(r.program, r.latencies) for r in db.records(wl, fp)] == before
+
+
+def test_compile_passes_over_a_best_record_whose_trace_no_longer_replays(tmp_path):
+    f = tt.workloads.get("gmm", **SMALL)
+    path = tmp_path / "old.db"
+    tt.tune(f, trials=4, database=path, strategy="replay", seed=5, retime_top=0)
+    db = Database(path)
+    wl, fp = f.structural_hash(), tt.Target.host().fingerprint()
+    # A record of an older tensortune, fastest on paper, naming a block this one lacks.
+    gone = ('{"insts": [{"kind": "get_block", "inputs": ["C_old"], "attrs": {}, '
+            '"outputs": [["BlockRV", "b0"]]}], "decisions": {}}')
+    assert db.add(TuningRecord(wl, fp, gone, "old-program", [1e-9]))
+    kernel = tt.compile(f, database=db)
+    old = next(r for r in db.records(wl, fp) if r.program == "old-program")
+    assert not old.ok and old.error_kind == "replay" and "C_old" in old.error_msg
+    best = db.top_k(wl, fp, 1)[0]
+    assert best.program != "old-program" and best.source is not None
+    a = np.random.default_rng(1).standard_normal((32, 16)).astype("float32")
+    b = np.random.default_rng(2).standard_normal((16, 32)).astype("float32")
+    np.testing.assert_allclose(kernel(a, b), a @ b, rtol=1e-4, atol=1e-4)

@@ -22,7 +22,7 @@ import numpy as np
 from ..codegen import Target, emit_c, lower
 from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
-from ..measure import BuildInput, LocalBuilder, LocalRunner, RunInput, source_hash
+from ..measure import BuildInput, BuildResult, LocalBuilder, LocalRunner, RunInput, source_hash
 from ..reference import evaluate, random_inputs
 from ..schedule import Schedule, Trace
 from ..tir.stmt import PrimFunc
@@ -62,15 +62,25 @@ def retime_records(db: Database, func: PrimFunc, records: list[TuningRecord],
     each the samples of its quietest timing (the lowest median). On a shared machine one
     busy moment makes a fast program look slow; the alternating rounds give the close ones
     the same moments. A stored timing counts among them only if it timed the C that the
-    program lowers to now. A record that fails its check now, or no longer builds, or has
-    no timing at all, is stored as failed. Each record is stored with the current source
-    hash. Returns the records, fastest first."""
-    schs = [replay(func, r) for r in records]
-    built = builder.build([BuildInput(sch.func) for sch in schs])
+    program lowers to now. A record that fails its check now, or whose trace no longer
+    replays, or that no longer builds, or has no timing at all, is stored as failed. Each
+    record is stored with the current source hash. Returns the records, fastest first."""
+    failed: dict[int, tuple[str | None, str | None]] = {}
+    schs: list[Schedule] = []
+    for i, r in enumerate(records):
+        try:
+            schs.append(replay(func, r))
+        except TensorTuneError as e:   # a trace this tensortune's primitives reject
+            failed[i] = ("replay", str(e))
+            schs.append(Schedule(func))   # a stand-in, never built
+    done = iter(builder.build([BuildInput(sch.func) for i, sch in enumerate(schs)
+                               if i not in failed]))
+    built = [BuildResult(None, None, 0.0, *failed[i]) if i in failed else next(done)
+             for i in range(len(records))]
     quietest = [list(r.latencies) if r.source is not None and r.source == b.source_hash
                 else [] for r, b in zip(records, built)]
-    failed: dict[int, tuple[str | None, str | None]] = {
-        i: (b.error_kind, b.error_msg) for i, b in enumerate(built) if not b.ok}
+    failed.update({i: (b.error_kind, b.error_msg) for i, b in enumerate(built)
+                   if not b.ok and i not in failed})
     last_error: dict[int, tuple[str | None, str | None]] = {}
     for _ in range(rounds):
         for i, (sch, b, r) in enumerate(zip(schs, built, records)):
