@@ -191,6 +191,9 @@ def test_bundled_prior_leaves_out_the_tuned_workload_and_other_feature_sets(tmp_
     assert rows is not None and rows[0].shape[1] == FEATURES and len(rows[0]) > 1000
     model = prior_model(frozenset(), frozenset({"gmm"}))
     assert model is not None and model.trained
+    # Workloads the bundle does not hold share one model (a model's many subgraphs).
+    assert prior_model(frozenset({"x1"}), frozenset({"my_op"})) is \
+        prior_model(frozenset({"x2"}), frozenset({"other_op"}))
 
 
 def test_a_fresh_tuning_run_ranks_its_first_batch_with_the_prior(tmp_path):

@@ -90,12 +90,14 @@ class Kernel:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def build(obj: Any, target: Target | None = None) -> Kernel:
-    """Compile a ``PrimFunc`` or a ``Schedule`` (its current program) into a ``Kernel``."""
+def build(obj: Any, target: Target | None = None, source: str | None = None) -> Kernel:
+    """Compile a ``PrimFunc`` or a ``Schedule`` (its current program) into a ``Kernel``;
+    ``source``, when given, is the C already generated for it (lowering is skipped)."""
     func = getattr(obj, "func", obj)
     if not isinstance(func, PrimFunc):
         raise TensorTuneError(f"tt.build takes a PrimFunc or a Schedule, got {type(obj).__name__}")
     tgt = target or Target.host()
     verify(func)
-    source = emit_c(lower(func), tgt)
+    if source is None:
+        source = emit_c(lower(func), tgt)
     return Kernel(func, source, compile_source(source, tgt), tgt)

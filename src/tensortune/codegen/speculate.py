@@ -49,7 +49,6 @@ from ..tir.stmt import (
     Buffer,
     BufferStore,
     For,
-    ForKind,
     IfThenElse,
     PrimFunc,
     Seq,
@@ -69,7 +68,7 @@ def speculate_tails(func: PrimFunc) -> PrimFunc:
     own = set(func.alloc_buffers) | {x.buffer for x in walk(func.body)
                                      if isinstance(x, Allocate)}
     ctx = _Ctx(reads, own, {})
-    body = _rewrite(func.body, {}, set(), ctx)
+    body = _rewrite(func.body, {}, ctx)
     allocs = list(func.alloc_buffers)
     for buf, need in ctx.grow.items():
         # The first dimension past leading 1s grows: the strides the indices use stay.
@@ -129,27 +128,26 @@ def _loads(e: Expr, terms: frozenset[object], reads: Reads) -> None:
             reads.setdefault(x.buffer, []).append((x.indices, terms))
 
 
-def _rewrite(s: Stmt, r: Ranges, vec: set, ctx: _Ctx) -> Stmt:
+def _rewrite(s: Stmt, r: Ranges, ctx: _Ctx) -> Stmt:
     if isinstance(s, For):
         rr = dict(r)
         rr[s.var] = (0, s.extent - 1)
-        v = vec | {s.var} if s.kind == ForKind.VECTORIZED else vec
-        return replace(s, body=_rewrite(s.body, rr, v, ctx))
+        return replace(s, body=_rewrite(s.body, rr, ctx))
     if isinstance(s, Seq):
-        return seq([_rewrite(x, r, vec, ctx) for x in s.stmts])
+        return seq([_rewrite(x, r, ctx) for x in s.stmts])
     if isinstance(s, Allocate):
-        return Allocate(s.buffer, _rewrite(s.body, r, vec, ctx))
+        return Allocate(s.buffer, _rewrite(s.body, r, ctx))
     if isinstance(s, IfThenElse):
         if s.else_ is None:
-            out = _speculate(s, r, vec, ctx)
+            out = _speculate(s, r, ctx)
             if out is not None:
                 return out
-        return IfThenElse(s.cond, _rewrite(s.then, r, vec, ctx),
-                          None if s.else_ is None else _rewrite(s.else_, r, vec, ctx))
+        return IfThenElse(s.cond, _rewrite(s.then, r, ctx),
+                          None if s.else_ is None else _rewrite(s.else_, r, ctx))
     return s
 
 
-def _speculate(s: IfThenElse, r: Ranges, vec: set, ctx: _Ctx) -> Stmt | None:
+def _speculate(s: IfThenElse, r: Ranges, ctx: _Ctx) -> Stmt | None:
     body = s.then.stmts if isinstance(s.then, Seq) else (s.then,)
     if not body or not all(isinstance(x, BufferStore) and x.buffer.scope == "local"
                            and is_float(x.buffer.dtype) for x in body):
@@ -172,7 +170,7 @@ def _speculate(s: IfThenElse, r: Ranges, vec: set, ctx: _Ctx) -> Stmt | None:
         if any(isinstance(x, BinOp) and x.op in ("//", "%", "/") and not is_float(x.dtype)
                and not isinstance(x.b, IntImm) for x in iter_exprs(st.value)):
             return None  # an integer division by a loaded value could trap on garbage
-        value = _clamp(st.value, r, vec, allowed, ctx.own, grow)
+        value = _clamp(st.value, r, allowed, ctx.own, grow)
         if value is None:
             return None
         clamped.append(BufferStore(st.buffer, st.indices, value))
@@ -182,8 +180,7 @@ def _speculate(s: IfThenElse, r: Ranges, vec: set, ctx: _Ctx) -> Stmt | None:
     return new if rest is None else IfThenElse(rest, new)
 
 
-def _clamp(e: Expr, r: Ranges, vec: set, allowed: set, own: set,
-           grow: dict) -> Expr | None:
+def _clamp(e: Expr, r: Ranges, allowed: set, own: set, grow: dict) -> Expr | None:
     """``e`` with every load kept inside its buffer; None if that is not cheap.
 
     A buffer this function allocates grows (``grow``: its allocation gets the rows the

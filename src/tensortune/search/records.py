@@ -8,8 +8,8 @@ it the winner. ``fresh_best`` notices that from the source hash each record keep
 times the best few again under the current code before one of them is used.
 
 Example:
-    >>> rec = fresh_best(func, db, Target.host())     # re-timed if its C changed
-    >>> sch = replay(func, rec)
+    >>> rec, sch, source = fresh_best(func, db, Target.host())   # re-timed if its C changed
+    >>> same = replay(func, rec)
 """
 
 from __future__ import annotations
@@ -107,28 +107,36 @@ def retime_records(db: Database, func: PrimFunc, records: list[TuningRecord],
     return sorted(out, key=lambda r: r.latency)
 
 
+def _lowered(func: PrimFunc, rec: TuningRecord, target: Target) -> tuple[Schedule, str] | None:
+    """The record's schedule and the C it lowers to now; None if it no longer does."""
+    try:
+        sch = replay(func, rec)
+        return sch, emit_c(lower(sch.func), target)
+    except TensorTuneError:
+        return None
+
+
 def fresh_best(func: PrimFunc, db: Database, target: Target, *, k: int = 5,
-               rounds: int = 5) -> TuningRecord:
+               rounds: int = 5) -> tuple[TuningRecord, Schedule, str]:
     """The best record of ``func`` for ``target`` with its timing taken under the current
-    code generator. While the best record's program lowers to C other than the C it timed
-    (a record from an older tensortune, or one stored before schema 3 kept the hash), the
-    ``k`` best are timed again in the same rounds, checked against the reference, and
-    stored; then the best is looked up again. A database whose best is current costs one
-    lowering."""
+    code generator, with its schedule and C source. While the best record's program lowers
+    to C other than the C it timed (a record from an older tensortune, or one stored
+    before schema 3 kept the hash), the ``k`` best are timed again in the same rounds,
+    checked against the reference, and stored; then the best is looked up again. A
+    database whose best is current costs one lowering."""
     ins: list[np.ndarray] | None = None
     expected: list[np.ndarray] = []
     for _ in range(3):   # a stale record beyond the k re-timed may come first next time
         rec = best_record(func, db, target)
-        try:
-            current = source_hash(emit_c(lower(replay(func, rec).func), target))
-        except TensorTuneError:   # no longer lowers: the re-timing stores it as failed
-            current = None
-        if current is not None and rec.source == current:
-            return rec
+        low = _lowered(func, rec, target)   # None: the re-timing stores it as failed
+        if low is not None and rec.source == source_hash(low[1]):
+            return rec, *low
         if ins is None:
             ins = random_inputs(func)
             expected = evaluate(func, ins)
         top = db.top_k(func.structural_hash(), target.fingerprint(), k)
         with LocalRunner() as runner:
             retime_records(db, func, top, LocalBuilder(target), runner, ins, expected, rounds)
-    return best_record(func, db, target)
+    rec = best_record(func, db, target)
+    sch = replay(func, rec)
+    return rec, sch, emit_c(lower(sch.func), target)

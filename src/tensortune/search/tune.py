@@ -310,5 +310,7 @@ def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
     tgt = target or Target.host()
     db = _open(database)
     func = tuned_func(func, db, tgt)
-    rec = fresh_best(func, db, tgt) if retime else best_record(func, db, tgt)
-    return build(replay(func, rec), tgt)
+    if not retime:
+        return build(replay(func, best_record(func, db, tgt)), tgt)
+    _, sch, source = fresh_best(func, db, tgt)
+    return build(sch, tgt, source)
