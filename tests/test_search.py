@@ -282,6 +282,65 @@ def test_the_random_share_of_a_batch_reaches_every_design_space():
     assert 1 <= spaces.count(1) <= 6
 
 
+def test_a_niche_is_the_register_tile_not_the_outer_tiling():
+    """Two programs that tile the outer loops differently share a niche; another
+    innermost factor (other accumulators and unrolled body) is another niche."""
+    f = FUNCS["gmm"]
+    ctx = SearchContext(f, SPACES["gmm"], GEN, rng=random.Random(4))
+    cand = None
+    while cand is None:
+        cand = ctx.draw(0)
+    space = SPACES["gmm"][0]
+    tiles = [i for i, d in cand.decisions.items()
+             if space.insts[i].kind == "sample_perfect_tile" and space.insts[i].attr("inner")]
+    assert tiles, "multi-level tiling marks its register-tile levels"
+    i = tiles[0]
+    d = cand.decisions[i]
+    assert cand.niche[0] == 0 and tuple(d[-2:]) in cand.niche[1:]
+    outer = [d[1], d[0], *d[2:]]                       # the outer two levels swapped
+    moved = ctx.draw(0, {**cand.decisions, i: outer}, cand.post)
+    assert moved is not None and moved.program != cand.program
+    assert moved.niche == cand.niche
+    inner = [d[0] * d[-1], *d[1:-1], 1]                 # the innermost factor moved out
+    other = ctx.draw(0, {**cand.decisions, i: inner}, cand.post)
+    if other is not None:                               # (a vector axis may reject it)
+        assert other.niche != cand.niche
+
+
+def test_a_batch_takes_at_most_its_niche_cap_from_a_full_register_tile():
+    """A model that believes in one register tile above all others gets its way until
+    that niche has been measured ``niche_full`` times; then at most a quarter of the
+    greedy picks come from it and the rest go to other register tiles."""
+    from collections import Counter
+
+    from tensortune.cost_model import RandomModel
+
+    class Trained(RandomModel):
+        @property
+        def trained(self) -> bool:
+            return True
+
+    class Biased(EvolutionarySearch):
+        def _score(self, cands):  # the model ranks whole niches, one far above the rest
+            return np.array([1.0 + (hash(c.niche) % 1000) / 10.0 for c in cands])
+
+    def batch(full=None):
+        ctx = SearchContext(FUNCS["c2d"], SPACES["c2d"], GEN, rng=random.Random(7))
+        es = Biased(cost_model=Trained(1), population=32, generations=2, eps_greedy=0.0,
+                    niche_cap=0.25, niche_full=20)
+        es.init(ctx)
+        if full is not None:
+            es.per_niche[full] = 20
+        out = es.generate(8)
+        assert len(out) == 8 and len({c.program for c in out}) == 8
+        return Counter(c.niche for c in out)
+
+    favourite, n = batch().most_common(1)[0]
+    assert n > 2                                # an empty history: no cap
+    capped = batch(full=favourite)
+    assert capped[favourite] <= 2 and len(capped) > 1
+
+
 def test_retime_keeps_each_best_records_quietest_timing_and_drops_a_failed_check(tmp_path):
     import dataclasses
 

@@ -21,6 +21,9 @@ Example:
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+
 import numpy as np
 
 from ..cost_model import CostModel, make, normalized_throughput
@@ -32,8 +35,11 @@ from .search_strategy import Candidate, SearchContext, SearchStrategy
 class EvolutionarySearch(SearchStrategy):
     def __init__(self, cost_model: str | CostModel | None = "lgbm", population: int = 48,
                  generations: int = 3, eps_greedy: float = 0.2, seeds_from_best: int = 8,
-                 fresh: float = 1.0) -> None:
+                 fresh: float = 1.0, niche_cap: float | None = 0.25,
+                 niche_full: int = 32) -> None:
         self.model = make(cost_model)
+        self.niche_cap = niche_cap
+        self.niche_full = niche_full
         self.population = population
         self.generations = generations
         self.eps_greedy = eps_greedy
@@ -45,6 +51,7 @@ class EvolutionarySearch(SearchStrategy):
         self.x: list[np.ndarray] = []
         self.lat: list[float] = []
         self.measured: list[tuple[Candidate, float]] = []
+        self.per_niche: Counter[tuple] = Counter()   # measured trials per niche
         self.survivors: list[Candidate] = []
 
     def _score(self, cands: list[Candidate]) -> np.ndarray:
@@ -59,15 +66,18 @@ class EvolutionarySearch(SearchStrategy):
 
     def generate(self, n: int) -> list[Candidate]:
         rng = self.ctx.rng
-        best = sorted(self.measured, key=lambda t: t[1])[: self.seeds_from_best]
-        pop = [c for c, lat in best if lat < float("inf")]
+        ranked_measured = [c for c, lat in sorted(self.measured, key=lambda t: t[1])
+                           if lat < float("inf")]
+        pop = self._capped(ranked_measured, self.seeds_from_best)
         seen = {c.program for c in pop}
+        every = list(pop)   # every program of this batch's evolution, for the capped pick
         keep = self.population - len(pop) - int(round(self.population * self.fresh))
         if keep > 0 and self.survivors:
             alive = [c for c in self.survivors if c.program not in self.ctx.known
                      and c.program not in seen]
             order = np.argsort(-self._score(alive))
             pop += [alive[i] for i in order[:keep]]
+            every += [alive[i] for i in order[:keep]]
             seen |= {c.program for c in pop}
         tries = 0
         drawn: list[Candidate] = []  # this batch's random draws, kept for epsilon-greedy
@@ -78,6 +88,7 @@ class EvolutionarySearch(SearchStrategy):
                 seen.add(c.program)
                 pop.append(c)
                 drawn.append(c)
+                every.append(c)
         for _ in range(self.generations if self.model.trained else 0):
             scores = np.maximum(self._score(pop), 1e-6)
             probs = scores / scores.sum()
@@ -91,14 +102,17 @@ class EvolutionarySearch(SearchStrategy):
                 if child is not None and child.program not in seen:
                     seen.add(child.program)
                     children.append(child)
+                    every.append(child)
             merged = pop + children
             order = np.argsort(-self._score(merged))
             pop = [merged[i] for i in order[: self.population]]
-        fresh = [c for c in pop if c.program not in self.ctx.known]
+        # Once a niche is capped the greedy share is picked from every program the
+        # evolution saw, not only its final population: that holds mostly that niche.
+        fresh = [c for c in (every if self._full() else pop) if c.program not in self.ctx.known]
         scores = self._score(fresh)
-        ranked = [fresh[i] for i in np.argsort(-scores)]
+        ranked = [fresh[i] for i in np.argsort(-scores, kind="stable")]
         n_greedy = n - int(round(n * self.eps_greedy)) if self.model.trained else 0
-        out = ranked[:n_greedy]
+        out = self._capped(ranked, n_greedy)
         # The random share comes from the draws, not from the evolved population: after a
         # few generations that holds only the model's favourite design space, and a model
         # that is wrong about it (one transferred from GMM preferred DENSE's W-transposing
@@ -123,9 +137,37 @@ class EvolutionarySearch(SearchStrategy):
         self.survivors = [c for c in pop if c.program not in self.ctx.known]
         return out
 
+    def _full(self) -> set[tuple]:
+        """The niches measured ``niche_full`` times or more: those the cap applies to."""
+        if not self.niche_cap:
+            return set()
+        return {n for n, k in self.per_niche.items() if k >= self.niche_full}
+
+    def _capped(self, ranked: list[Candidate], k: int) -> list[Candidate]:
+        """The first ``k`` of ``ranked`` with at most a ``niche_cap`` share of them from
+        any one full niche (a register tile measured ``niche_full`` times), topped up in
+        order when there are too few others. Without it a run spent 46-70% of its 256
+        trials on one register tile (TBG, CONVLAYER, C2D in re-run 6), and TBG never
+        measured the 5x16 tile that ran 1.21x faster in re-run 5; capping from the first
+        batch on cost GMM and C2D their early best (RESULTS.md), hence ``niche_full``."""
+        full = self._full()
+        if not full or k <= 0:
+            return ranked[:k]
+        cap = max(1, math.ceil(k * (self.niche_cap or 1.0)))
+        count: Counter[tuple] = Counter()
+        out: list[Candidate] = []
+        for c in ranked:
+            if len(out) < k and (c.niche not in full or count[c.niche] < cap):
+                count[c.niche] += 1
+                out.append(c)
+        taken = {c.program for c in out}
+        out += [c for c in ranked if c.program not in taken][: k - len(out)]
+        return out
+
     def notify(self, batch: list[Candidate], records: list[TuningRecord]) -> None:
         for c, r in zip(batch, records):
             self.x.append(c.features())
             self.lat.append(r.latency)
             self.measured.append((c, r.latency))
+            self.per_niche[c.niche] += 1
         self.model.update(np.stack(self.x), normalized_throughput(self.lat))

@@ -30,6 +30,7 @@ class Candidate:
     decisions: dict[int, Any]       # its decisions for that space's sampling instructions
     post: list[Any] = field(default_factory=list)   # the post-processor's decisions
     program: str = ""               # structural hash of the scheduled program
+    niche: tuple[Any, ...] = ()     # its design space and register tile (see ``niche``)
 
     _features: Any = None
 
@@ -65,7 +66,28 @@ class SearchContext:
         n = len(self.spaces[space].insts)
         own = {i: d for i, d in sch.trace.decisions.items() if i < n}
         rest = [d for i, d in sorted(sch.trace.decisions.items()) if i >= n]
-        return Candidate(sch, space, own, rest[:2])
+        return Candidate(sch, space, own, rest[:2], niche=niche(self.spaces[space], space, own))
+
+
+def niche(space: Trace, index: int, decisions: dict[int, Any]) -> tuple[Any, ...]:
+    """The structure a candidate's tile sizes give it: its design space and the innermost
+    (register-tile) factors of each tile decision that has them (the ``inner`` levels of
+    multi-level tiling). Candidates of one niche differ only in how the outer loops tile
+    the data; those of two niches have other accumulators, loads and unrolled bodies.
+
+    Example:
+        >>> niche(space, 0, {8: [1, 43, 1, 3], 14: [4, 1, 1, 32]})   # (0, (1, 3), (1, 32))
+    """
+    key: list[Any] = [index]
+    for i, d in sorted(decisions.items()):
+        inst = space.insts[i]
+        inner = int(inst.attr("inner", 0)) if inst.kind in _TILES else 0
+        if inner and isinstance(d, list):
+            key.append(tuple(d[-inner:]))
+    return tuple(key)
+
+
+_TILES = ("sample_tile", "sample_perfect_tile")
 
 
 class SearchStrategy:
