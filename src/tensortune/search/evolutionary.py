@@ -35,7 +35,7 @@ from .search_strategy import Candidate, SearchContext, SearchStrategy
 class EvolutionarySearch(SearchStrategy):
     def __init__(self, cost_model: str | CostModel | None = "lgbm", population: int = 48,
                  generations: int = 3, eps_greedy: float = 0.2, seeds_from_best: int = 8,
-                 fresh: float = 1.0, niche_cap: float | None = 0.25,
+                 fresh: float = 1.0, niche_cap: float | None = None,
                  niche_full: int = 32) -> None:
         self.model = make(cost_model)
         self.niche_cap = niche_cap
@@ -149,7 +149,9 @@ class EvolutionarySearch(SearchStrategy):
         order when there are too few others. Without it a run spent 46-70% of its 256
         trials on one register tile (TBG, CONVLAYER, C2D in re-run 6), and TBG never
         measured the 5x16 tile that ran 1.21x faster in re-run 5; capping from the first
-        batch on cost GMM and C2D their early best (RESULTS.md), hence ``niche_full``."""
+        batch on cost GMM and C2D their early best (RESULTS.md), hence ``niche_full``.
+        Off by default: the suite re-run with it on (re-run 7) was behind re-run 6 on
+        BMM, GRP, DIL and T2D, on a loaded host, so it is unsettled."""
         full = self._full()
         if not full or k <= 0:
             return ranked[:k]
