@@ -5,14 +5,17 @@ ReplayTrace.
 Run: python benchmarks/tune_suite.py [--trials 256] [--checkpoints 64,256]
          [--workloads gmm,c2d] [--curves gmm,c2d] [--curve-seeds 1,2,3]
          [--curve-trials 128] [--db suite.db] [--out benchmarks/out]
+         [--tvm-python /path/to/venv/bin/python]
 (``--workloads ""`` runs only the curves; with several seeds the curves are their mean,
 since one run's first batch is the luck of one random draw for both strategies.)
 
 Each workload is tuned once up to the largest budget; "best at N trials" is read from the
 same run's history. The best kernel is then re-timed in alternating rounds with NumPy and
 PyTorch ("re-timed", % peak and "vs PyTorch" come from those rounds). GFLOP/s use the
-FLOPs of ../shared/workloads.md. TVM MetaSchedule is compared when `apache-tvm` is
-installed (not wired in yet: see RESULTS.md).
+FLOPs of ../shared/workloads.md. TVM MetaSchedule is tuned at every checkpoint budget
+right after each workload, when an interpreter with `apache-tvm` is at hand: this one if
+it imports tvm, else the one named by ``--tvm-python`` (``--tvm-python none`` skips it);
+see benchmarks/tvm_compare.py for that interpreter's pins.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import importlib.util
 import statistics
 import sys
 from collections.abc import Callable
@@ -30,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensortune as tt  # noqa: E402
+from benchmarks import tvm_compare  # noqa: E402
 from benchmarks.baselines import median_time, numpy_fn, setup_torch, torch_fn  # noqa: E402
 from tensortune.measure.builder import BuildInput, LocalBuilder  # noqa: E402
 from tensortune.measure.peak import fma_peak  # noqa: E402
@@ -54,7 +59,12 @@ def main() -> None:
                     help="trials per curve run (default: --trials)")
     ap.add_argument("--db", default=None, help="database (default: a fresh one per run)")
     ap.add_argument("--out", default="benchmarks/out")
+    ap.add_argument("--tvm-python", default=None,
+                    help="an interpreter with apache-tvm (default: this one if it has it)")
     args = ap.parse_args()
+    tvm_py = args.tvm_python or (sys.executable if importlib.util.find_spec("tvm") else None)
+    if tvm_py == "none":
+        tvm_py = None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     target = tt.Target.host()
@@ -68,6 +78,9 @@ def main() -> None:
     head = ["workload"] + [f"GFLOP/s @{c}" for c in checkpoints] + [
         "re-timed GFLOP/s", "% peak", "tune s", "trials/s", "errors", "NumPy GFLOP/s",
         "PyTorch GFLOP/s", "vs PyTorch"]
+    if tvm_py:
+        head += [f"{h} @{c}" for c in checkpoints for h in ("TVM GFLOP/s", "vs TVM")] + [
+            "TVM trials/s", "trials/s vs TVM"]
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head), flush=True)
     rows = []
     for name in [n.lower() for n in args.workloads.split(",") if n]:
@@ -86,12 +99,28 @@ def main() -> None:
             f"{res.trials / res.seconds:.2f}", str(res.errors),
             f"{npg:.1f}" if npg else "-", f"{thg:.1f}" if thg else "-",
             f"{gr / thg:.2f}x" if thg else "-"]
+        if tvm_py:
+            row += tvm_cells(tvm_py, name, checkpoints, g, res.trials / res.seconds,
+                             target.cores)
         rows.append(row)
         print("| " + " | ".join(row) + " |", flush=True)
     with open(out / f"suite-{stamp}.csv", "w", newline="") as f:
         csv.writer(f).writerows([head] + rows)
     curves(args, out, stamp, target)
 
+
+def tvm_cells(python: str, name: str, checkpoints: list[int], ours: list[float],
+              ours_tps: float, cores: int) -> list[str]:
+    """TVM tuned to the largest budget, its best of the first N trials re-timed in a fresh
+    process for each budget N; ours / TVM at each; TVM's trials per second and ours / its."""
+    res = tvm_compare.run(python, name, checkpoints, threads=cores)
+    if isinstance(res, str):
+        print(f"TVM {name} failed: {res}", flush=True)
+        return ["failed", "-"] * len(checkpoints) + ["-", "-"]
+    cells = []
+    for c, g in zip(checkpoints, ours):
+        cells += [f"{res.gflops[c]:.1f}", f"{g / res.gflops[c]:.2f}x"]
+    return cells + [f"{res.trials_per_s:.2f}", f"{ours_tps / res.trials_per_s:.1f}x"]
 
 def interleaved(res: tt.TuneResult, x: list[np.ndarray], npf: Callable[[], object] | None,
                 thf: Callable[[], object] | None, rounds: int = 3) -> tuple[float, ...]:

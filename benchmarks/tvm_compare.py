@@ -4,9 +4,11 @@ Run with an interpreter that has TVM (it is not a tensortune dependency):
     pip install apache-tvm "apache-tvm-ffi==0.1.14.post1" xgboost psutil cloudpickle
     TVM_NUM_THREADS=2 python benchmarks/tvm_compare.py --workloads gmm,c2d --trials 64,256
 
-Each (workload, budget) is tuned by ``tune_tir`` in a subprocess (tuning wall time and
-trials per second are measured around it); the best schedule is then compiled and timed
-in another fresh process (median of repeated runs). GFLOP/s use workloads.md's FLOPs.
+Each workload is tuned once by ``tune_tir``, to the largest budget, in a subprocess
+(tuning wall time and trials per second are measured around it); for each budget N the
+best of its first N records is then compiled and timed in another fresh process (median
+of repeated runs), as tensortune's "best at N trials" is read from one run's history.
+GFLOP/s use workloads.md's FLOPs. ``run`` is what benchmarks/tune_suite.py calls.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 
 FLOPS = {"gmm": 2.15e9, "dense": 6.04e8, "c2d": 2.31e8, "bmm": 2.52e7, "c1d": 1.26e7,
          "c3d": 1.73e8, "grp": 5.78e7, "dil": 2.31e8, "dep": 7.23e6, "t2d": 5.14e7,
@@ -193,22 +197,59 @@ def main() -> None:
         else:
             time_one(name, rest)
         return
-    print("| workload | trials | TVM GFLOP/s | tune s | trials/s |\n|---|---|---|---|---|")
+    budgets = [int(t) for t in args.trials.split(",")]
+    print("| workload | " + " | ".join(f"TVM GFLOP/s @{b}" for b in budgets)
+          + " | tune s | trials/s |\n|" + "---|" * (len(budgets) + 3))
     for name in args.workloads.split(","):
-        for trials in [int(t) for t in args.trials.split(",")]:
-            work = tempfile.mkdtemp(prefix=f"tvm-{name}-{trials}-")
-            out = subprocess.run([sys.executable, __file__, "--child", "tune", name,
-                                  f"{trials}:{work}"], capture_output=True, text=True)
-            if out.returncode != 0:
-                print(f"| {name} | {trials} | failed: {out.stderr.strip()[-200:]} | | |")
-                continue
-            secs = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
-            res = subprocess.run([sys.executable, __file__, "--child", "time", name, work],
-                                 capture_output=True, text=True)
-            med = json.loads(res.stdout.strip().splitlines()[-1])["median"]
-            print(f"| {name.upper()} | {trials} | {FLOPS[name] / med / 1e9:.1f} | {secs:.0f} | "
-                  f"{trials / secs:.2f} |", flush=True)
+        res = run(sys.executable, name, budgets)
+        if isinstance(res, str):
+            print(f"| {name} | failed: {res} |", flush=True)
+        else:
+            print(f"| {name.upper()} | " + " | ".join(f"{res.gflops[b]:.1f}" for b in budgets)
+                  + f" | {res.seconds:.0f} | {res.trials_per_s:.2f} |", flush=True)
 
+
+@dataclass
+class TvmResult:
+    gflops: dict[int, float]   # by budget: the best of the first N trials, re-timed
+    seconds: float             # tuning wall time of the whole run, start-up included
+    trials_per_s: float
+
+
+def run(python: str, name: str, budgets: list[int],
+        threads: int | None = None) -> TvmResult | str:
+    """Tune ``name`` with TVM MetaSchedule for the largest of ``budgets`` trials under the
+    interpreter ``python`` (one that has TVM); for each budget N, the best of the run's
+    first N records is compiled and timed in a fresh process, as the search's best after
+    N trials. A failure comes back as the tail of its error text, so a suite run goes on.
+
+    >>> run("/opt/tvm/bin/python", "gmm", [64, 256])      # doctest: +SKIP
+    TvmResult(gflops={64: 85.5, 256: 115.6}, seconds=459.0, trials_per_s=0.56)
+    """
+    env = dict(os.environ)
+    if threads is not None:  # TVM otherwise uses half the cores
+        env["TVM_NUM_THREADS"] = str(threads)
+    trials = max(budgets)
+    work = tempfile.mkdtemp(prefix=f"tvm-{name}-{trials}-")
+    out = subprocess.run([python, __file__, "--child", "tune", name, f"{trials}:{work}"],
+                         capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        return out.stderr.strip()[-200:] or f"exit {out.returncode}"
+    secs = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+    with open(os.path.join(work, "database_tuning_record.json")) as f:
+        records = f.readlines()   # one line per measured trial, in the order measured
+    gflops = {}
+    for n in budgets:
+        part = tempfile.mkdtemp(prefix=f"tvm-{name}-first{n}-")
+        shutil.copy(os.path.join(work, "database_workload.json"), part)
+        with open(os.path.join(part, "database_tuning_record.json"), "w") as f:
+            f.writelines(records[:n])
+        res = subprocess.run([python, __file__, "--child", "time", name, part],
+                             capture_output=True, text=True, env=env)
+        if res.returncode != 0:
+            return res.stderr.strip()[-200:] or f"exit {res.returncode}"
+        gflops[n] = FLOPS[name] / json.loads(res.stdout.strip().splitlines()[-1])["median"] / 1e9
+    return TvmResult(gflops, secs, trials / secs)
 
 if __name__ == "__main__":
     main()
