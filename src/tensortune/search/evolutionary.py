@@ -150,8 +150,8 @@ class EvolutionarySearch(SearchStrategy):
         trials on one register tile (TBG, CONVLAYER, C2D in re-run 6), and TBG never
         measured the 5x16 tile that ran 1.21x faster in re-run 5; capping from the first
         batch on cost GMM and C2D their early best (RESULTS.md), hence ``niche_full``.
-        Off by default: the suite re-run with it on (re-run 7) was behind re-run 6 on
-        BMM, GRP, DIL and T2D, on a loaded host, so it is unsettled."""
+        Off by default: over three interleaved seeds (RESULTS.md) it was level on GRP
+        and DIL, ahead on T2D (1.09x the mean) and behind on TBG (0.89x) and BMM."""
         full = self._full()
         if not full or k <= 0:
             return ranked[:k]
