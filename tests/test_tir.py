@@ -55,3 +55,32 @@ def test_producers_and_consumers():
     assert names == ["rowmax", "rowsum"]
     cons = sch.get_consumers(sch.get_block("rowmax"))
     assert sorted(sch._get(b, type(y), "t") for b in cons) == ["Y", "rowsum"]
+
+
+def test_memoized_analyses_match_a_fresh_walk():
+    # free_vars, affine and iter_blocks keep their answer on the immutable node; a node
+    # shared by two trees, or asked again after an edit, must still get the right answer.
+    from tensortune.schedule.tree import iter_blocks
+    from tensortune.tir.arith import affine
+    from tensortune.tir.functor import free_vars, iter_exprs
+
+    i, j, k = Var("i"), Var("j"), Var("k")
+    shared = i * 4 + j
+    left, right = shared + k, shared * 2
+    for e in (shared, left, right, left):
+        assert free_vars(e) == {x for x in iter_exprs(e) if isinstance(x, Var)}
+    assert affine(left) == ({i: 4, j: 1, k: 1}, 0)
+    assert affine(right) == ({i: 8, j: 2}, 0)
+    assert affine(shared) == ({i: 4, j: 1}, 0)      # the parents did not change it
+    assert affine(shared // 2) is None
+
+    sch = tt.Schedule(tt.workloads.get("gmm", small=True))
+    before = [(b.name, [lp.var.name for lp in p]) for b, p in iter_blocks(sch.func.body)]
+    blk = sch.get_block("C")
+    sch.split(sch.get_loops(blk)[0], [None, 2])
+    after = [(b.name, [lp.var.name for lp in p]) for b, p in iter_blocks(sch.func.body)]
+    assert before != after and len(after[0][1]) == len(before[0][1]) + 1
+    outer = sch.func.body
+    assert isinstance(outer, For)
+    inner = [(b.name, [lp.var.name for lp in p]) for b, p in iter_blocks(outer.body, (outer,))]
+    assert inner == after

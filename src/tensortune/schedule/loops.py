@@ -32,13 +32,20 @@ def _rebind(body: Stmt, vmap: dict[Var, Expr], ranges: dict[Var, tuple[int, int]
     def sf(s: Stmt) -> Stmt | None:
         if not isinstance(s, Block):
             return None
-        binds = tuple(simplify(substitute(b, vmap), ranges) for b in s.bindings)
-        pred = None if s.predicate is None else simplify(substitute(s.predicate, vmap), ranges)
+        binds = tuple(_subst(b, vmap, ranges) for b in s.bindings)
+        pred = None if s.predicate is None else _subst(s.predicate, vmap, ranges)
         if guard is not None:
             pred = conjunction([guard] if pred is None else [pred, guard])
         return replace(s, bindings=binds, predicate=pred)
 
     return rewrite_stmt(body, stmt_fn=sf)
+
+
+def _subst(e: Expr, vmap: dict[Var, Expr], ranges: dict[Var, tuple[int, int]]) -> Expr:
+    # An expression without the loop's variable is left as it is: simplify rebuilds every
+    # node it visits, and most of a block's bindings do not use the loop being edited.
+    new = substitute(e, vmap)
+    return e if new is e else simplify(new, ranges)
 
 
 def split(func: PrimFunc, var: Var, factors: list[int | None]) -> tuple[PrimFunc, list[Var]]:

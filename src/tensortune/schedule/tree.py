@@ -22,12 +22,24 @@ Path = tuple[For, ...]
 
 
 def iter_blocks(s: Stmt, path: Path = ()) -> Iterator[tuple[Block, Path]]:
-    """Every block with the loops enclosing it, in program order."""
+    """Every block with the loops enclosing it (after ``path``), in program order."""
+    found = s.__dict__.get("_blocks")
+    if found is None:
+        # Kept on the (immutable) statement: primitives look blocks up by name in the
+        # same tree many times before the next edit makes a new one.
+        found = tuple(_collect_blocks(s, ()))
+        object.__setattr__(s, "_blocks", found)
+    if not path:
+        return iter(found)
+    return ((b, path + p) for b, p in found)
+
+
+def _collect_blocks(s: Stmt, path: Path) -> Iterator[tuple[Block, Path]]:
     if isinstance(s, For):
-        yield from iter_blocks(s.body, path + (s,))
+        yield from _collect_blocks(s.body, path + (s,))
     elif isinstance(s, Seq):
         for x in s.stmts:
-            yield from iter_blocks(x, path)
+            yield from _collect_blocks(x, path)
     elif isinstance(s, Block):
         yield s, path
 

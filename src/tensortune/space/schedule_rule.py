@@ -35,9 +35,10 @@ def loop_kinds(sch: Schedule, block: BlockRV) -> list[tuple[LoopRV, str]]:
     "X" (both, or none of this block's axes)."""
     blk: Block = sch.get(block)
     out = []
+    binds = [(iv.kind, free_vars(b)) for iv, b in zip(blk.iter_vars, blk.bindings)]
     for lp in sch.get_loops(block):
         var = sch.get(lp).var
-        kinds = {iv.kind for iv, b in zip(blk.iter_vars, blk.bindings) if var in free_vars(b)}
+        kinds = {kind for kind, fv in binds if var in fv}
         out.append((lp, kinds.pop() if len(kinds) == 1 else "X"))
     return out
 

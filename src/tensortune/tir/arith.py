@@ -21,7 +21,20 @@ Affine = tuple[dict[Var, int], int]
 
 
 def affine(e: Expr) -> Affine | None:
-    """``e`` as ``sum(coef * var) + const`` if it is affine with integer coefficients."""
+    """``e`` as ``sum(coef * var) + const`` if it is affine with integer coefficients.
+    The result is kept on the (immutable) node and shared: do not modify it. Simplify
+    asks it of every sub-expression, which without the memo is quadratic in depth."""
+    memo = e.__dict__.get("_affine", _UNSET)
+    if memo is _UNSET:
+        memo = _affine(e)
+        object.__setattr__(e, "_affine", memo)
+    return memo
+
+
+_UNSET = object()
+
+
+def _affine(e: Expr) -> Affine | None:
     if isinstance(e, IntImm) and e.dtype != "bool":
         return {}, e.value
     if isinstance(e, Var):
@@ -238,7 +251,10 @@ def _simplify_node(e: Expr, ranges: Ranges) -> Expr | None:
     if op in ("+", "-", "*"):
         aff = affine(e)
         if aff is not None:
-            return from_affine(*aff)
+            out = from_affine(*aff)
+            if out.__dict__.get("_affine", _UNSET) is _UNSET:
+                object.__setattr__(out, "_affine", aff)  # its parent asks next
+            return out
         lin = linear(e)
         if lin is not None and op in ("+", "-"):
             return from_linear(lin)  # cancels equal atoms: (f // 56 + 3) - f // 56 -> 3
