@@ -7,7 +7,14 @@ import pytest
 
 import tensortune as tt
 from tensortune.codegen.c import HEADER, TIMER
-from tensortune.measure import BuildInput, LocalBuilder, LocalRunner, RunInput, measure
+from tensortune.measure import (
+    BuildInput,
+    LoadGuard,
+    LocalBuilder,
+    LocalRunner,
+    RunInput,
+    measure,
+)
 from tensortune.reference import evaluate, random_inputs
 
 FUNC = tt.workloads.get("gmm", M=16, N=16, K=8)
@@ -109,6 +116,53 @@ def test_early_stop_times_a_slow_candidate_once(data):
         stopped = r.run([RunInput(lib, FUNC, "k", ins, exp, cutoff=1e-12)])[0]
     assert full.ok and len(full.latencies) == 5
     assert stopped.ok and len(stopped.latencies) == 1 and stopped.latencies[0] > 1e-12
+
+
+def test_probe_skips_the_check_for_itself_only(data):
+    # The load guard's probe times a kernel without checking it; the arrays it sends to a
+    # fresh worker must still carry the expected output for the candidates after it.
+    ins, exp = data
+    wrong, good = (b.lib_path for b in LocalBuilder().build(
+        [BuildInput(FUNC, _kernel(FAULTS["wrong"][0])), BuildInput(FUNC, _kernel(GOOD))]))
+    with LocalRunner(repeat=2, min_repeat_ms=1) as r:
+        t = r.probe(RunInput(good, FUNC, "gmm", ins, exp), min_repeat_ms=1)
+        assert t is not None and t > 0
+        assert r.probe(RunInput(wrong, FUNC, "gmm", ins, exp), min_repeat_ms=1) is not None
+        res = r.run([RunInput(wrong, FUNC, "gmm", ins, exp)])[0]
+    assert res.error_kind == "wrong_result"
+
+
+class _ScriptedRunner:
+    """Probe readings from a list (the last one repeats)."""
+
+    def __init__(self, readings: list[float]) -> None:
+        self.readings, self.calls = readings, 0
+
+    def probe(self, inp, min_repeat_ms=5.0):
+        self.calls += 1
+        return self.readings[min(self.calls, len(self.readings)) - 1]
+
+
+def test_load_guard_waits_for_a_quiet_reading_within_its_budget():
+    ref = RunInput("lib.so", FUNC, "gmm", [], None)
+    guard = LoadGuard(step=2**-10, budget=10 * 2**-10)   # exact in binary
+    assert guard.wait(_ScriptedRunner([1.0])) == 1.0       # no reference yet: no probe
+    guard.reference(ref, 1e-3)
+    guard.new_batch()
+    blip = _ScriptedRunner([1.6e-3, 1.0e-3])               # one slow reading is read again
+    assert guard.wait(blip) == 1.0 and blip.calls == 2 and guard.waited == 0
+    busy_then_quiet = _ScriptedRunner([3e-3, 2e-3, 1.1e-3])
+    assert guard.wait(busy_then_quiet) == pytest.approx(1.1)
+    assert busy_then_quiet.calls == 3 and guard.waited == 2**-10 and guard.busy == 0
+    always_busy = _ScriptedRunner([2e-3])
+    assert guard.wait(always_busy) == pytest.approx(2.0)
+    assert always_busy.calls == 2 + 2 * 9 and guard.busy == 1   # 9 steps of budget left
+    assert guard.wait(always_busy) == pytest.approx(2.0)        # spent: one reading
+    assert always_busy.calls == 22
+    guard.new_batch()
+    faster = _ScriptedRunner([0.5e-3])                     # a quieter reading re-bases
+    assert guard.wait(faster) == 1.0
+    assert guard.wait(_ScriptedRunner([0.6e-3])) == pytest.approx(1.2)
 
 
 def test_register_kernel_ceiling_is_below_the_fma_peak():

@@ -74,6 +74,9 @@ def _tune(args: argparse.Namespace) -> int:
                   f"{res.seconds:.1f} s", f"{res.trials / max(res.seconds, 1e-9):.2f}",
                   str(args.db or "(in memory)"))
     console.print(table)
+    if res.waited:
+        console.print(f"waited {res.waited:.1f} s for the machine to be as quiet as it was "
+                      "(another process was busy); candidates are timed only then")
     if res.record is None:
         console.print("[red]no candidate passed the checks[/]")
         return 1

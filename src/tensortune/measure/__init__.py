@@ -13,6 +13,7 @@ from typing import Any
 from ..codegen import Target
 from ..reference import evaluate, random_inputs
 from .builder import BuildInput, BuildResult, LocalBuilder, source_hash
+from .load_guard import LoadGuard
 from .runner import LocalRunner, RunInput, RunResult
 
 
@@ -37,5 +38,5 @@ def measure(obj: Any, *, repeat: int = 7, min_repeat_ms: float = 50.0, timeout: 
             r.close()
 
 
-__all__ = ["BuildInput", "BuildResult", "LocalBuilder", "LocalRunner", "RunInput", "RunResult",
-           "measure", "source_hash"]
+__all__ = ["BuildInput", "BuildResult", "LoadGuard", "LocalBuilder", "LocalRunner", "RunInput",
+           "RunResult", "measure", "source_hash"]

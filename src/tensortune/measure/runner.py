@@ -107,7 +107,14 @@ class LocalRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _one(self, inp: RunInput) -> RunResult:
+    def probe(self, inp: RunInput, min_repeat_ms: float = 5.0) -> float | None:
+        """One short timing of a kernel already checked (seconds per call; None if it
+        failed): ``LoadGuard``'s reading of how busy the machine is."""
+        r = self._one(inp, {"repeat": 1, "min_repeat_s": min_repeat_ms / 1000.0,
+                            "cutoff": None, "check": False})
+        return r.latencies[0] if r.ok and r.latencies else None
+
+    def _one(self, inp: RunInput, override: dict[str, Any] | None = None) -> RunResult:
         if not self._alive() or self._runs >= self.recycle:
             self._kill()
             self._start()
@@ -117,7 +124,7 @@ class LocalRunner:
                "inputs": inp.inputs if send_arrays else None,
                "expected": (inp.expected if self.check else None) if send_arrays else None,
                "repeat": self.repeat, "min_repeat_s": self.min_repeat_s,
-               "flush_bytes": self.flush_bytes, "cutoff": inp.cutoff}
+               "flush_bytes": self.flush_bytes, "cutoff": inp.cutoff, **(override or {})}
         self._runs += 1
         try:
             self._conn.send(msg)

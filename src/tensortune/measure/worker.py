@@ -47,7 +47,7 @@ def run_one(msg: dict, cache: dict) -> dict:
     fn.restype = ctypes.c_int32
     if fn(args) != 0:
         return {"error_kind": "runtime_error", "error_msg": "kernel returned non-zero"}
-    if expected is not None:
+    if expected is not None and msg.get("check", True):
         for i, (o, ref) in enumerate(zip(outs, expected)):
             try:
                 check_close(o, ref, f"output {i}")

@@ -29,7 +29,7 @@ from ..cost_model.prior import prior_model
 from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
-from ..measure import BuildInput, LocalBuilder, LocalRunner, RunInput
+from ..measure import BuildInput, LoadGuard, LocalBuilder, LocalRunner, RunInput
 from ..reference import CheckError, check_close, evaluate, random_inputs
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
@@ -52,6 +52,7 @@ class TuneResult:
     database: Path | None = None
     history: list[tuple[int, float]] = field(default_factory=list)  # (trial, best latency)
     target: Target | None = None
+    waited: float = 0.0              # seconds the load guard waited for a quiet machine
 
     @property
     def best_latency(self) -> float:
@@ -119,7 +120,8 @@ class TuningTask:
     def __init__(self, func: PrimFunc, db: Database, target: Target, *,
                  strategy: str | SearchStrategy = "evolutionary", cost_model: Any = "lgbm",
                  space: Any = None, seed: int | None = None, name: str | None = None,
-                 rewrite: bool = True, early_stop: float = 2.0, prior: bool = True) -> None:
+                 rewrite: bool = True, early_stop: float = 2.0, prior: bool = True,
+                 load_guard: bool = True) -> None:
         if not isinstance(func, PrimFunc):
             raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
         self.target, self.db, self.early_stop = target, db, early_stop
@@ -146,6 +148,7 @@ class TuningTask:
         self.errors = 0
         self.exhausted = False
         self.history: list[tuple[int, float]] = []
+        self.guard = LoadGuard() if load_guard else None
 
     def step(self, builder: LocalBuilder, runner: LocalRunner, n: int,
              progress: Callable[[TuningRecord], None] | None = None) -> list[TuningRecord]:
@@ -157,9 +160,13 @@ class TuningTask:
             return []
         built = builder.build([BuildInput(c.sch.func) for c in batch])
         recs = []
+        if self.guard is not None:
+            self.guard.new_batch()
         for cand, b in zip(batch, built):
             if b.ok:
                 assert b.lib_path is not None
+                if self.guard is not None:
+                    self.guard.wait(runner)
                 cutoff = (self.early_stop * self.best_latency
                           if self.best_latency < float("inf") else None)
                 r = runner.run([RunInput(b.lib_path, cand.sch.func, self.workload, self.ins,
@@ -173,6 +180,10 @@ class TuningTask:
                                source=b.source_hash)
             self.db.add(rec)
             recs.append(rec)
+            if rec.ok and rec.latency < self.best_latency and self.guard is not None:
+                assert b.lib_path is not None
+                self.guard.reference(RunInput(b.lib_path, cand.sch.func, self.workload,
+                                              self.ins, self.expected), min(rec.latencies))
             self.trials += 1
             self.errors += 0 if rec.ok else 1
             self.best_latency = min(self.best_latency, rec.latency)
@@ -207,7 +218,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          cost_model: Any = "lgbm", space: Any = None, batch_size: int = 16,
          seed: int | None = None, timeout: float = 10.0, name: str | None = None,
          progress: Callable[[dict], None] | None = None, rewrite: bool = True,
-         early_stop: float = 2.0, retime_top: int = 5, prior: bool = True) -> TuneResult:
+         early_stop: float = 2.0, retime_top: int = 5, prior: bool = True,
+         load_guard: bool = True) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned.
@@ -217,14 +229,17 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     its quietest timing (``TuningTask.retime``; 0 leaves them as measured).
     Before this run has measured anything, its cost model ranks candidates with a model
     of other workloads' records (``transfer_model``; ``prior=False`` leaves the bundled
-    prior out when the database has too few of them).
+    prior out when the database has too few of them). With ``load_guard`` each candidate
+    is timed only once a reference kernel (the best so far) runs at its quiet speed,
+    waiting up to 2 s per batch for a busy spell of a shared machine to pass
+    (``measure.LoadGuard``; ``result.waited`` says how long it waited).
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it)."""
     tgt = target or Target.host()
     db = _open(database)
     task = TuningTask(func, db, tgt, strategy=strategy, cost_model=cost_model, space=space,
                       seed=seed, name=name, rewrite=rewrite, early_stop=early_stop,
-                      prior=prior)
+                      prior=prior, load_guard=load_guard)
     builder = LocalBuilder(tgt)
     result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
@@ -246,6 +261,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
             report(None, "retimed")
     result.trials, result.errors, result.history = task.trials, task.errors, task.history
     result.seconds = time.perf_counter() - t0
+    result.waited = task.guard.waited if task.guard is not None else 0.0
     result.record = task.best_record()
     return result
 
