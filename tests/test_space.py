@@ -118,6 +118,33 @@ def test_register_tile_is_sampled_within_the_budget():
             assert math.prod(d[:3]) == -(-256 // d[3])  # the outer levels tile the rest
 
 
+def test_an_axis_every_input_steps_with_stays_out_of_the_register_tile():
+    """BMM's batch axis indexes both inputs: in the register tile it would add
+    accumulators and no reuse, so its inner levels are 1. Its rows keep the budget, and
+    so does a grouped conv's channel axis, whose input moves only with ``k // group``."""
+    import numpy as np
+
+    from tensortune.reference import check_close, evaluate, random_inputs
+
+    def inner_tiles(f):
+        space = PostOrderApply([MultiLevelTiling(lanes=8, max_tile_factor=8)]).generate(f)[0]
+        return space, [(i, ins) for i, ins in enumerate(space.insts)
+                       if ins.kind == "sample_tile" and ins.attr("inner") == 2]
+
+    f = tt.workloads.get("bmm", b=6, M=24, N=16, K=8)
+    space, tiles = inner_tiles(f)
+    assert [ins.attr("max_innermost_factor") for _, ins in tiles] == [1, 8]   # batch, rows
+    batch = tiles[0][0]
+    inputs = random_inputs(f, seed=2)
+    want = evaluate(f, inputs)[0]
+    for seed in range(4):
+        sch = sample(f, space, seed=seed)
+        assert sch is not None and sch.trace.decisions[batch][2:] == [1, 1]
+        check_close(tt.build(sch)(*[np.copy(a) for a in inputs]), want)
+    grouped = tt.workloads.get("grp", small=True)
+    assert all(ins.attr("max_innermost_factor") == 8 for _, ins in inner_tiles(grouped)[1])
+
+
 def test_a_depthwise_conv_vectorizes_whole_vectors_and_stays_exact():
     """DEP's lanes run along its 56-wide rows: every draw vectorizes 8 of them (AVX2) or a
     multiple, never 28 (which ran as 4-wide chunks and was the best the search found),
