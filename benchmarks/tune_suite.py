@@ -10,8 +10,10 @@ Run: python benchmarks/tune_suite.py [--trials 256] [--checkpoints 64,256]
 since one run's first batch is the luck of one random draw for both strategies.)
 
 Each workload is tuned once up to the largest budget; "best at N trials" is read from the
-same run's history. The best kernel is then re-timed in alternating rounds with NumPy and
-PyTorch ("re-timed", % peak and "vs PyTorch" come from those rounds). GFLOP/s use the
+same run's history. The best kernel of each checkpoint is then re-timed in alternating
+rounds with NumPy and PyTorch ("re-timed", % peak, "vs PyTorch" and "vs TVM" come from
+those rounds: the search's own figure is the fastest of many noisy timings, which on a
+shared host reads up to 1.4x above what the same kernel gives when timed again). GFLOP/s use the
 FLOPs of ../shared/workloads.md. TVM MetaSchedule is tuned at every checkpoint budget
 right after each workload, when an interpreter with `apache-tvm` is at hand: this one if
 it imports tvm, else the one named by ``--tvm-python`` (``--tvm-python none`` skips it);
@@ -36,10 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tensortune as tt  # noqa: E402
 from benchmarks import tvm_compare  # noqa: E402
 from benchmarks.baselines import median_time, numpy_fn, setup_torch, torch_fn  # noqa: E402
+from tensortune.database import Database  # noqa: E402
 from tensortune.measure.builder import BuildInput, LocalBuilder  # noqa: E402
 from tensortune.measure.peak import fma_peak  # noqa: E402
 from tensortune.measure.runner import LocalRunner, RunInput  # noqa: E402
 from tensortune.reference import random_inputs  # noqa: E402
+from tensortune.search.records import replay  # noqa: E402
 
 
 def best_at(history: list[tuple[int, float]], n: int) -> float:
@@ -76,8 +80,9 @@ def main() -> None:
     print(f"{datetime.date.today()} | {target}\npeak {peak:.0f} GFLOP/s | NumPy "
           f"{np.__version__} | {tinfo} | trials {args.trials} | db {db_path}", flush=True)
     head = ["workload"] + [f"GFLOP/s @{c}" for c in checkpoints] + [
-        "re-timed GFLOP/s", "% peak", "tune s", "trials/s", "errors", "NumPy GFLOP/s",
-        "PyTorch GFLOP/s", "vs PyTorch"]
+        f"re-timed @{c}" for c in checkpoints] + [
+        "% peak", "tune s", "trials/s", "errors", "NumPy GFLOP/s", "PyTorch GFLOP/s",
+        "vs PyTorch"]
     if tvm_py:
         head += [f"{h} @{c}" for c in checkpoints for h in ("TVM GFLOP/s", "vs TVM")] + [
             "TVM trials/s", "trials/s vs TVM"]
@@ -90,20 +95,25 @@ def main() -> None:
         g = [flops / best_at(res.history, c) / 1e9 for c in checkpoints]
         x = random_inputs(func)
         npf, thf = numpy_fn(name, x), torch_fn(name, x)
-        ours, npt, tht = interleaved(res, x, npf, thf)
-        gr = flops / ours / 1e9
+        *ours, npt, tht = interleaved(res, db_path, checkpoints, x, npf, thf)
+        # The peak read again after each workload, the highest reading kept: one reading
+        # taken while a neighbour is busy (seen: 243 against 346) would flatter % peak.
+        peak = max(peak, fma_peak(target.cores, target))
+        gc = [flops / t / 1e9 for t in ours]
+        gr = gc[-1]
         npg = flops / npt / 1e9 if npf else None
         thg = flops / tht / 1e9 if thf else None
-        row = [name.upper()] + [f"{v:.1f}" for v in g] + [
-            f"{gr:.1f}", f"{100 * gr / peak:.1f}", f"{res.seconds:.0f}",
+        row = [name.upper()] + [f"{v:.1f}" for v in g + gc] + [
+            f"{100 * gr / peak:.1f}", f"{res.seconds:.0f}",
             f"{res.trials / res.seconds:.2f}", str(res.errors),
             f"{npg:.1f}" if npg else "-", f"{thg:.1f}" if thg else "-",
             f"{gr / thg:.2f}x" if thg else "-"]
         if tvm_py:
-            row += tvm_cells(tvm_py, name, checkpoints, g, res.trials / res.seconds,
+            row += tvm_cells(tvm_py, name, checkpoints, gc, res.trials / res.seconds,
                              target.cores)
         rows.append(row)
         print("| " + " | ".join(row) + " |", flush=True)
+    print(f"peak, the highest reading of the run: {peak:.0f} GFLOP/s", flush=True)
     with open(out / f"suite-{stamp}.csv", "w", newline="") as f:
         csv.writer(f).writerows([head] + rows)
     curves(args, out, stamp, target)
@@ -122,23 +132,44 @@ def tvm_cells(python: str, name: str, checkpoints: list[int], ours: list[float],
         cells += [f"{res.gflops[c]:.1f}", f"{g / res.gflops[c]:.2f}x"]
     return cells + [f"{res.trials_per_s:.2f}", f"{ours_tps / res.trials_per_s:.1f}x"]
 
-def interleaved(res: tt.TuneResult, x: list[np.ndarray], npf: Callable[[], object] | None,
-                thf: Callable[[], object] | None, rounds: int = 3) -> tuple[float, ...]:
-    """The tuned kernel, NumPy and PyTorch timed in alternating rounds, each one's best
-    median kept: on a shared machine a baseline timed minutes after the search can meet
-    a different load, and the ratio would say more about the neighbours than the code."""
-    sch = res.schedule()
-    lib = LocalBuilder(res.target or tt.Target.host()).build([BuildInput(sch.func)])[0]
-    best = [float("inf")] * 3
+def checkpoint_schedules(res: tt.TuneResult, db_path: str,
+                         checkpoints: list[int]) -> list[tt.Schedule]:
+    """The best program of the run's first N trials for each checkpoint N, read back from
+    the database in the order the trials were recorded (this run's records are the last
+    ``res.trials`` of the workload)."""
+    target = res.target or tt.Target.host()
+    with Database(db_path) as db:
+        recs = db.records(res.func.structural_hash(), target.fingerprint())[-res.trials:]
+    out = []
+    for c in checkpoints:
+        ok = [r for r in recs[:c] if r.ok]
+        best = min(ok, key=lambda r: r.latency) if ok else res.record
+        out.append(replay(res.func, best))
+    return out
+
+
+def interleaved(res: tt.TuneResult, db_path: str, checkpoints: list[int],
+                x: list[np.ndarray], npf: Callable[[], object] | None,
+                thf: Callable[[], object] | None, rounds: int = 3) -> list[float]:
+    """Each checkpoint's best kernel, NumPy and PyTorch timed in alternating rounds, each
+    one's best median kept: on a shared machine a baseline timed minutes after the search
+    can meet a different load, and the ratio would say more about the neighbours than the
+    code. Returns the checkpoints' latencies, then NumPy's and PyTorch's."""
+    schs = checkpoint_schedules(res, db_path, checkpoints)
+    libs = LocalBuilder(res.target or tt.Target.host()).build(
+        [BuildInput(s.func) for s in schs])
+    best = [float("inf")] * (len(schs) + 2)
     with LocalRunner() as runner:
         for _ in range(rounds):
-            r = runner.run([RunInput(lib.lib_path, sch.func, "best", x)])[0]
-            if r.ok:
-                best[0] = min(best[0], statistics.median(r.latencies))
-            for i, fn in ((1, npf), (2, thf)):
+            for i, (sch, lib) in enumerate(zip(schs, libs)):
+                if lib.lib_path is not None:
+                    r = runner.run([RunInput(lib.lib_path, sch.func, "best", x)])[0]
+                    if r.ok:
+                        best[i] = min(best[i], statistics.median(r.latencies))
+            for i, fn in ((len(schs), npf), (len(schs) + 1, thf)):
                 if fn is not None:
                     best[i] = min(best[i], median_time(fn))
-    return tuple(best)
+    return best
 
 
 def curves(args: argparse.Namespace, out: Path, stamp: str, target: tt.Target) -> None:
