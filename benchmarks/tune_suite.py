@@ -150,11 +150,14 @@ def checkpoint_schedules(res: tt.TuneResult, db_path: str,
 
 def interleaved(res: tt.TuneResult, db_path: str, checkpoints: list[int],
                 x: list[np.ndarray], npf: Callable[[], object] | None,
-                thf: Callable[[], object] | None, rounds: int = 3) -> list[float]:
+                thf: Callable[[], object] | None, rounds: int = 7) -> list[float]:
     """Each checkpoint's best kernel, NumPy and PyTorch timed in alternating rounds, each
     one's best median kept: on a shared machine a baseline timed minutes after the search
     can meet a different load, and the ratio would say more about the neighbours than the
-    code. Returns the checkpoints' latencies, then NumPy's and PyTorch's."""
+    code. Seven rounds: on the Intel host of 2026-11-24 the same kernel read ~210 or ~290
+    GFLOP/s from one 50 ms window to the next, so a best of three met the slow state on
+    one side of a ratio often enough to swing it by 1.3x. Returns the checkpoints'
+    latencies, then NumPy's and PyTorch's."""
     schs = checkpoint_schedules(res, db_path, checkpoints)
     libs = LocalBuilder(res.target or tt.Target.host()).build(
         [BuildInput(s.func) for s in schs])
