@@ -158,8 +158,31 @@ def test_vector_exp_is_accurate():
     assert "tt_vexp_f32x" in k.source
     a = np.linspace(-80, 80, 256).astype("float32").reshape(4, 64)
     a[0, :6] = [-20.0, -1e-3, 0.0, 1e-3, 1.0, 20.0]
+    # The top of float32's range (2^n with n = 128 would overflow) and its bottom.
+    a[1, :6] = [88.0, 88.3, 88.5, 88.7, -87.0, -87.3]
+    a[2] = np.random.default_rng(0).uniform(-30, 30, 64)
     ref = np.exp(a.astype(np.float64))
     assert np.max(np.abs(k(a) - ref) / ref) < 1e-6
+
+
+def test_vector_division_by_a_row_value_multiplies_by_its_reciprocal():
+    from tensortune import te
+
+    A = te.placeholder((8, 64), name="A")
+    s = te.placeholder((8,), name="s")
+    B = te.compute((8, 64), lambda i, j: (A[i, j] + 1.0) / s[i], name="B")
+    f = te.create_func([A, s, B])
+    sch = tt.Schedule(f)
+    _, j = sch.get_loops(sch.get_block("B"))
+    sch.vectorize(j)
+    k = tt.build(sch)
+    assert "* (1.0f / " in k.source
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 64)).astype("float32")
+    sv = (rng.uniform(0.1, 10.0, 8) * rng.choice([-1, 1], 8)).astype("float32")
+    ref = (a.astype(np.float64) + 1.0) / sv[:, None]
+    # One extra rounding at most: the reciprocal, then the product.
+    assert np.all(np.abs(k(a, sv) - ref) <= 3e-7 * np.abs(ref) + 1e-30)
 
 
 def test_vector_erf_is_accurate():

@@ -136,7 +136,14 @@ class SimdEmitter(CEmitter):
             return (acc, True) if e.buffer in self.promoted else (
                 f"tt_ld_{vt[3:]}(&{acc})", True)
         if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("+", "-", "*", "/"):
-            (a, _), (b, _) = self._vexpr(e.a, lane, dtype, w), self._vexpr(e.b, lane, dtype, w)
+            (a, _), (b, bvec) = self._vexpr(e.a, lane, dtype, w), self._vexpr(e.b, lane, dtype, w)
+            if e.op == "/" and not bvec:
+                # A divisor the same in every lane (a softmax's row sum, a norm's scale):
+                # multiply by its reciprocal, which gcc hoists out of the loop. A vector
+                # division costs ~10 cycles a vector on x86; the product is at most one
+                # rounding away from the quotient.
+                one = "1.0f" if dtype == "float32" else "1.0"
+                return f"({a} * ({one} / {b}))", True
             return f"({a} {e.op} {b})", True
         if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("min", "max"):
             a, b = self._vec(e.a, lane, dtype, w), self._vec(e.b, lane, dtype, w)
@@ -220,22 +227,28 @@ class SimdEmitter(CEmitter):
                 f"static inline void tt_st_{s}({ct}* p, {vt} v) {{ memcpy(p, &v, {nb}); }}\n"
                 f"static inline {vt} tt_vsel_{s}(tt_m{s} m, {vt} a, {vt} b) {{\n"
                 f"  return ({vt})((m & (tt_m{s})a) | (~m & (tt_m{s})b)); }}\n"
-                f"static inline {vt} tt_vmax_{s}({vt} a, {vt} b) "
-                f"{{ return tt_vsel_{s}(a > b, a, b); }}\n"
-                f"static inline {vt} tt_vmin_{s}({vt} a, {vt} b) "
-                f"{{ return tt_vsel_{s}(a < b, a, b); }}\n"
+                # Lane loops: gcc turns `a > b ? a : b` into a compare and a blend (or
+                # max), two instructions where the bitwise select of vsel takes three.
+                f"static inline {vt} tt_vmax_{s}({vt} a, {vt} b) {{ {vt} r;\n"
+                f"  for (int i = 0; i < {w}; ++i) r[i] = a[i] > b[i] ? a[i] : b[i];"
+                f" return r; }}\n"
+                f"static inline {vt} tt_vmin_{s}({vt} a, {vt} b) {{ {vt} r;\n"
+                f"  for (int i = 0; i < {w}; ++i) r[i] = a[i] < b[i] ? a[i] : b[i];"
+                f" return r; }}\n"
                 + ((_VEXP + _VERF).replace("V", vt).replace("M", f"tt_m{s}").replace("S", s)
                    if dtype == "float32" else ""))
         return "\n".join(out)
 
 
 # exp(x) for float32 lanes: Cody-Waite reduction x = n ln2 + r and cephes' degree-6
-# polynomial for e^r, then 2^n built in the exponent bits (relative error ~1e-7).
+# polynomial for e^r, then 2^n built in the exponent bits (relative error < 1e-7).
+# n = round(x / ln2) by adding and subtracting 1.5 * 2^23 (two instructions where a floor
+# takes six), which also keeps r in [-ln2/2, ln2/2], the range cephes fitted the
+# polynomial on; n stops at 127 so that 2^n stays a normal float at the top of the range.
 _VEXP = """static inline V tt_vexp_S(V x) {
   x = tt_vmin_S(tt_vmax_S(x, (V){} - 87.3f), (V){} + 88.7f);
-  V t = x * 1.44269504088896341f;
-  V f = __builtin_convertvector(__builtin_convertvector(t, M), V);
-  f = f + __builtin_convertvector(f > t, V);
+  V f = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  f = tt_vmin_S(f, (V){} + 127.0f);
   V r = x - f * 0.693359375f + f * 2.12194440e-4f;
   V p = (V){} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f;
