@@ -21,6 +21,7 @@ from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_fl
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
 from .c import CTYPE, CEmitter
+from .vmath import LANE_CALLS, POLY_CALLS, vector_math
 
 MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
 # A promoted tile may take a quarter more vector variables than the register file (40 on
@@ -148,7 +149,8 @@ class SimdEmitter(CEmitter):
         if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("min", "max"):
             a, b = self._vec(e.a, lane, dtype, w), self._vec(e.b, lane, dtype, w)
             return f"tt_v{e.op}_{vt[3:]}({a}, {b})", True
-        if isinstance(e, Call) and e.name in ("exp", "erf") and dtype == "float32":
+        if isinstance(e, Call) and (e.name in LANE_CALLS or
+                                    (e.name in POLY_CALLS and dtype == "float32")):
             return f"tt_v{e.name}_{vt[3:]}({self._vec(e.args[0], lane, dtype, w)})", True
         if isinstance(e, Select) and e.dtype == dtype:
             t, f = self._vec(e.t, lane, dtype, w), self._vec(e.f, lane, dtype, w)
@@ -227,57 +229,9 @@ class SimdEmitter(CEmitter):
                 f"static inline void tt_st_{s}({ct}* p, {vt} v) {{ memcpy(p, &v, {nb}); }}\n"
                 f"static inline {vt} tt_vsel_{s}(tt_m{s} m, {vt} a, {vt} b) {{\n"
                 f"  return ({vt})((m & (tt_m{s})a) | (~m & (tt_m{s})b)); }}\n"
-                # Lane loops: gcc turns `a > b ? a : b` into a compare and a blend (or
-                # max), two instructions where the bitwise select of vsel takes three.
-                f"static inline {vt} tt_vmax_{s}({vt} a, {vt} b) {{ {vt} r;\n"
-                f"  for (int i = 0; i < {w}; ++i) r[i] = a[i] > b[i] ? a[i] : b[i];"
-                f" return r; }}\n"
-                f"static inline {vt} tt_vmin_{s}({vt} a, {vt} b) {{ {vt} r;\n"
-                f"  for (int i = 0; i < {w}; ++i) r[i] = a[i] < b[i] ? a[i] : b[i];"
-                f" return r; }}\n"
-                + ((_VEXP + _VERF).replace("V", vt).replace("M", f"tt_m{s}").replace("S", s)
-                   if dtype == "float32" else ""))
+                + vector_math(dtype, w))
         return "\n".join(out)
 
-
-# exp(x) for float32 lanes: Cody-Waite reduction x = n ln2 + r and cephes' degree-6
-# polynomial for e^r, then 2^n built in the exponent bits (relative error < 1e-7).
-# n = round(x / ln2) by adding and subtracting 1.5 * 2^23 (two instructions where a floor
-# takes six), which also keeps r in [-ln2/2, ln2/2], the range cephes fitted the
-# polynomial on; n stops at 127 so that 2^n stays a normal float at the top of the range.
-_VEXP = """static inline V tt_vexp_S(V x) {
-  x = tt_vmin_S(tt_vmax_S(x, (V){} - 87.3f), (V){} + 88.7f);
-  V f = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  f = tt_vmin_S(f, (V){} + 127.0f);
-  V r = x - f * 0.693359375f + f * 2.12194440e-4f;
-  V p = (V){} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f; p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  M e = (__builtin_convertvector(f, M) + 127) << 23;
-  return p * (V)e;
-}
-"""
-
-
-# erf(x) for float32 lanes: x * P(x^2) / Q(x^2), a degree-5/5 rational fitted (least
-# squares on the relative error, x in (0, 4]) for this project; 4e-7 relative error in
-# float32; |x| is clamped at 4, where erf(x) is 1 in float32.
-_VERF = """static inline V tt_verf_S(V x) {
-  x = tt_vmin_S(tt_vmax_S(x, (V){} - 4.0f), (V){} + 4.0f);
-  V t = x * x;
-  V p = (V){} + 2.0446568403e-06f;
-  p = p * t + 2.8374317522e-04f; p = p * t + 3.7413587922e-03f;
-  p = p * t + 5.2666290101e-02f; p = p * t + 1.8991267026e-01f;
-  p = p * t + 1.1283791501e+00f;
-  V q = (V){} + 3.7979550234e-05f;
-  q = q * t + 1.1556873496e-03f; q = q * t + 1.4919072645e-02f;
-  q = q * t + 1.1388980582e-01f; q = q * t + 5.0163855674e-01f;
-  q = q * t + 1.0000000000e+00f;
-  return x * p / q;
-}
-"""
 
 def _subst(s: Stmt, vmap: dict[Var, Expr], ranges: dict | None = None) -> Stmt:
     return rewrite_stmt(s, expr_fn=lambda e: simplify(substitute(e, vmap), ranges))
