@@ -1,5 +1,6 @@
-"""Rebuild the cost model's bundled prior (``src/tensortune/cost_model/prior.npz``) from
-tuning databases of the benchmark suite.
+"""Rebuild the cost model's bundled prior for this machine's SIMD width
+(``src/tensortune/cost_model/prior_<bits>.npz``) from tuning databases of the benchmark
+suite.
 
     python benchmarks/make_prior.py benchmarks/out/suite-<stamp>.db [more.db ...]
 
@@ -15,7 +16,7 @@ import argparse
 import sys
 
 from tensortune.codegen import Target
-from tensortune.cost_model.prior import PRIOR_FILE, write_prior
+from tensortune.cost_model.prior import prior_file, write_prior
 from tensortune.database import Database
 
 
@@ -30,9 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         for wl, name, _, _ in db.workloads():
             recs = db.records(wl, target.fingerprint())
             groups.append((wl, name, [(r.features, r.latency) for r in recs]))
-    n = write_prior(groups, str(target))
-    print(f"{n} rows from {len(groups)} workload runs -> {PRIOR_FILE} "
-          f"({PRIOR_FILE.stat().st_size / 1024:.0f} KiB)")
+    path = prior_file(target.vector_bytes)
+    n = write_prior(groups, str(target), path)
+    print(f"{n} rows from {len(groups)} workload runs -> {path} "
+          f"({path.stat().st_size / 1024:.0f} KiB)")
     return 0 if n else 1
 
 

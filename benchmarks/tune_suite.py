@@ -183,16 +183,19 @@ def curves(args: argparse.Namespace, out: Path, stamp: str, target: tt.Target) -
     for name in [n for n in args.curves.split(",") if n]:
         func = tt.workloads.get(name)
         flops = tt.workloads.flops(name)
-        for strategy in ("evolutionary", "replay"):
-            runs = []
-            for seed in seeds:  # each run in a fresh in-memory database
+        runs: dict[str, list[list[float]]] = {"evolutionary": [], "replay": []}
+        # Seeds outer, strategies inner: this host's speed state holds for minutes at a
+        # time, and all of one strategy's runs in a row could meet a slower stretch.
+        for seed in seeds:
+            for strategy in runs:  # each run in a fresh in-memory database
                 res = tt.tune(func, trials=trials, strategy=strategy, seed=seed, target=target)
-                runs.append([flops / best_at(res.history, t) / 1e9
-                             for t in range(1, trials + 1)])
+                runs[strategy].append([flops / best_at(res.history, t) / 1e9
+                                       for t in range(1, trials + 1)])
                 print(f"curve {name} {strategy} seed {seed}: " + ", ".join(
-                    f"@{c}: {runs[-1][c - 1]:.1f}" for c in (16, 32, 64, 128, 256)
+                    f"@{c}: {runs[strategy][-1][c - 1]:.1f}" for c in (16, 32, 64, 128, 256)
                     if c <= trials), flush=True)
-            mean = np.mean(np.asarray(runs), axis=0)
+        for strategy, rs in runs.items():
+            mean = np.mean(np.asarray(rs), axis=0)
             series[(name, strategy)] = list(zip(range(1, trials + 1), mean))
             if len(seeds) > 1:
                 print(f"curve {name} {strategy} mean of {len(seeds)} seeds: " + ", ".join(

@@ -1,5 +1,7 @@
 """Features and cost models."""
 
+import dataclasses
+
 import numpy as np
 
 import tensortune as tt
@@ -191,6 +193,13 @@ def test_bundled_prior_leaves_out_the_tuned_workload_and_other_feature_sets(tmp_
     assert rows is not None and rows[0].shape[1] == FEATURES and len(rows[0]) > 1000
     model = prior_model(frozenset(), frozenset({"gmm"}))
     assert model is not None and model.trained
+    # One file per SIMD width; a width without one gets no prior rather than another's.
+    from tensortune.cost_model.prior import prior_file
+    wide = bundled_rows(path=prior_file(64))
+    assert wide is not None and len(wide[0]) > 1000 and len(wide[0]) != len(rows[0])
+    m512 = prior_model(frozenset(), frozenset({"gmm"}), vector_bytes=64)
+    assert m512 is not None and m512 is not model
+    assert prior_model(frozenset(), frozenset({"gmm"}), vector_bytes=16) is None
     # Workloads the bundle does not hold share one model (a model's many subgraphs).
     assert prior_model(frozenset({"x1"}), frozenset({"my_op"})) is \
         prior_model(frozenset({"x2"}), frozenset({"other_op"}))
@@ -202,8 +211,11 @@ def test_a_fresh_tuning_run_ranks_its_first_batch_with_the_prior(tmp_path):
     from tensortune.search.tune import TuningTask
 
     f = tt.workloads.get("gmm", M=32, N=32, K=16)
-    with_prior = TuningTask(f, Database(tmp_path / "a.db"), tt.Target.host(), seed=1)
+    # An AVX2-width target, so the test holds on hosts of any width (each width has its
+    # own bundled file, and widths without one get none).
+    avx2 = dataclasses.replace(tt.Target.host(), vector_bytes=32)
+    with_prior = TuningTask(f, Database(tmp_path / "a.db"), avx2, seed=1)
     model = with_prior.strategy.model
     assert model.base is not None and model.trained and model.booster is None
-    without = TuningTask(f, Database(tmp_path / "b.db"), tt.Target.host(), seed=1, prior=False)
+    without = TuningTask(f, Database(tmp_path / "b.db"), avx2, seed=1, prior=False)
     assert without.strategy.model.base is None and not without.strategy.model.trained

@@ -10,12 +10,16 @@ these rows otherwise. Rows of the workload being tuned (by structural hash or by
 are left out, so the prior brings what other workloads teach, and the suite's tuning
 curves measure exactly what a user's first run gets.
 
-The rows come from one reference machine (``prior.npz`` names it); the features are
-the same on any machine, the timings are that machine's. A later feature set (another
-length) makes the file unused until it is rebuilt with ``benchmarks/make_prior.py``.
+There is one file per SIMD width, ``prior_256.npz`` (an AVX2 machine) and
+``prior_512.npz`` (an AVX-512 one), each from one reference machine (the file names
+it), and a run uses the file of its target's width or none: the best tiles of one width
+are not those of the other, and on the AVX-512 host of 2026-11-24 the AVX2 prior's
+first batches of C2D were 1.24x slower than those the AVX-512 prior picked (three
+seeds, RESULTS). A later feature set (another length) makes a file unused until it is
+rebuilt with ``benchmarks/make_prior.py``.
 
 Example:
-    >>> rows = bundled_rows(exclude_names={"gmm"})
+    >>> rows = bundled_rows(exclude_names={"gmm"}, path=prior_file(32))
     >>> None if rows is None else rows[0].shape     # (programs, FEATURES)
 """
 
@@ -29,7 +33,13 @@ import numpy as np
 from .cost_model import LGBMModel, normalized_throughput
 from .features import FEATURES
 
-PRIOR_FILE = Path(__file__).with_name("prior.npz")
+
+def prior_file(vector_bytes: int) -> Path:
+    """The bundled file for targets whose widest vector is ``vector_bytes`` bytes."""
+    return Path(__file__).with_name(f"prior_{8 * vector_bytes}.npz")
+
+
+PRIOR_FILE = prior_file(32)   # the AVX2 file, the default of the functions below
 
 
 def _bundle(path: Path) -> tuple[np.ndarray, ...] | None:
@@ -65,24 +75,25 @@ def bundled_rows(exclude_hashes: frozenset[str] | set[str] = frozenset(),
     return x[keep].astype(np.float64), y[keep].astype(np.float64)
 
 
-def prior_model(exclude_hashes: frozenset[str], exclude_names: frozenset[str]
-                ) -> LGBMModel | None:
+def prior_model(exclude_hashes: frozenset[str], exclude_names: frozenset[str],
+                vector_bytes: int = 32) -> LGBMModel | None:
     """A model trained on the bundled rows outside the excluded workloads. Used only to
     predict, never updated, so it is shared: cached by the exclusions the bundle actually
     holds, so that tuning a model's many subgraphs (none of them a suite workload) trains
-    it once, not once per task (0.7 s each)."""
-    arrays = _bundle(PRIOR_FILE)
+    it once, not once per task (0.7 s each). None without a file for ``vector_bytes``."""
+    path = prior_file(vector_bytes)
+    arrays = _bundle(path)
     if arrays is None:
         return None
     _, _, wl, names = arrays
-    return _trained(frozenset(exclude_hashes) & frozenset(wl.tolist()),
+    return _trained(path, frozenset(exclude_hashes) & frozenset(wl.tolist()),
                     frozenset(exclude_names) & frozenset(names.tolist()))
 
 
 @lru_cache(maxsize=8)
-def _trained(exclude_hashes: frozenset[str], exclude_names: frozenset[str]
+def _trained(path: Path, exclude_hashes: frozenset[str], exclude_names: frozenset[str]
              ) -> LGBMModel | None:
-    rows = bundled_rows(exclude_hashes, exclude_names)
+    rows = bundled_rows(exclude_hashes, exclude_names, path)
     if rows is None or len(rows[0]) < 32:
         return None
     model = LGBMModel()

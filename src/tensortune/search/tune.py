@@ -141,7 +141,8 @@ class TuningTask:
         self.strategy.init(ctx)
         model = getattr(self.strategy, "model", None)
         if isinstance(model, LGBMModel):
-            model.base = transfer_model(db, wl, fp, name or func.name, prior)
+            model.base = transfer_model(db, wl, fp, name or func.name, prior,
+                                        target.vector_bytes)
         best = db.top_k(wl, fp, 1)
         self.best_latency = best[0].latency if best else float("inf")
         self.trials = 0                  # measured by this object
@@ -267,13 +268,14 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
 
 
 def transfer_model(db: Database, workload: str, target: str, name: str | None = None,
-                   prior: bool = True) -> LGBMModel | None:
+                   prior: bool = True, vector_bytes: int = 32) -> LGBMModel | None:
     """A model trained on the other workloads' records for this machine: each workload's
     throughputs are normalised by its own best, so they share one scale. Records whose
     features came from another version of the feature set (another length) are left
     out: a database outlives the code that filled it. With fewer than 32 such records and
     ``prior``, the model of the bundled prior (``cost_model.prior``: the benchmark
-    suite's programs, this workload and its name left out) instead."""
+    suite's programs of the target's SIMD width, this workload and its name left out)
+    instead."""
     xs, ys = [], []
     for h, _, _, _ in db.workloads():
         if h == workload:
@@ -287,7 +289,8 @@ def transfer_model(db: Database, workload: str, target: str, name: str | None = 
     if len(xs) < 32:
         if not prior:
             return None
-        return prior_model(frozenset({workload}), frozenset({name} if name else ()))
+        return prior_model(frozenset({workload}), frozenset({name} if name else ()),
+                           vector_bytes)
     base = LGBMModel()
     base.update(np.asarray(xs), np.asarray(ys))
     return base
