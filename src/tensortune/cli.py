@@ -64,6 +64,13 @@ def _tune(args: argparse.Namespace) -> int:
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,
                       strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
                       name=args.workload, progress=progress)
+    # Read the peak again and keep the higher: a reading taken while the machine was
+    # slowed (a busy neighbour, a host in a slow state) would put % peak above 100.
+    again = fma_peak(target.cores, target, rounds=3)
+    if again > 1.1 * peak:
+        console.print(f"measured peak again after tuning: {again:.0f} GFLOP/s (the first "
+                      "reading met a slower machine); % peak uses the higher")
+    peak = max(peak, again)
     table = Table(title=f"{func.name}: tuning summary")
     for col in ("best latency", "GFLOP/s", "% peak", "trials", "errors", "time",
                 "trials/s", "database"):
