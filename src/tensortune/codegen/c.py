@@ -99,6 +99,11 @@ def c_ident(name: str) -> str:
     return s
 
 
+def libm_name(name: str, dtype: str) -> str:
+    """The C math function of ``name`` for ``dtype`` (``expf`` for float32)."""
+    return name + ("f" if dtype == "float32" else "")
+
+
 def c_float(v: float, dtype: str) -> str:
     if math.isinf(v):
         return "INFINITY" if v > 0 else "-INFINITY"
@@ -171,7 +176,7 @@ class CEmitter:
         if isinstance(e, Cast):
             return f"(({CTYPE[e.dtype]})({self.expr(e.value)}))"
         if isinstance(e, Call):
-            fn = e.name + ("f" if e.dtype == "float32" else "")
+            fn = libm_name(e.name, e.dtype)
             return f"{fn}({', '.join(self.expr(a) for a in e.args)})"
         raise TypeError(f"codegen: cannot emit {type(e).__name__}")
 

@@ -20,7 +20,7 @@ from ..tir.arith import affine, from_linear, linear, simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
-from .c import CTYPE, CEmitter
+from .c import CTYPE, CEmitter, c_float
 from .vmath import LANE_CALLS, POLY_CALLS, vector_math
 
 MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
@@ -143,8 +143,7 @@ class SimdEmitter(CEmitter):
                 # multiply by its reciprocal, which gcc hoists out of the loop. A vector
                 # division costs ~10 cycles a vector on x86; the product is at most one
                 # rounding away from the quotient.
-                one = "1.0f" if dtype == "float32" else "1.0"
-                return f"({a} * ({one} / {b}))", True
+                return f"({a} * ({c_float(1.0, dtype)} / {b}))", True
             return f"({a} {e.op} {b})", True
         if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("min", "max"):
             a, b = self._vec(e.a, lane, dtype, w), self._vec(e.b, lane, dtype, w)

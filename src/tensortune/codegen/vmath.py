@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+from .c import libm_name
+
 # Calls every float type gets as a lane loop of its libm function.
 LANE_CALLS = ("sqrt", "fabs")
 # Calls with a float32 polynomial below.
@@ -28,7 +30,6 @@ def vector_math(dtype: str, w: int) -> str:
     ``tt_vsel``)."""
     vt = f"tt_{'f32' if dtype == 'float32' else 'f64'}x{w}"
     s = vt[3:]
-    suffix = "f" if dtype == "float32" else ""
     out = []
     for name, body in (("max", "a[i] > b[i] ? a[i] : b[i]"),
                        ("min", "a[i] < b[i] ? a[i] : b[i]")):
@@ -36,7 +37,7 @@ def vector_math(dtype: str, w: int) -> str:
                    f"  for (int i = 0; i < {w}; ++i) r[i] = {body}; return r; }}\n")
     for name in LANE_CALLS:
         out.append(f"static inline {vt} tt_v{name}_{s}({vt} a) {{ {vt} r;\n"
-                   f"  for (int i = 0; i < {w}; ++i) r[i] = {name}{suffix}(a[i]);"
+                   f"  for (int i = 0; i < {w}; ++i) r[i] = {libm_name(name, dtype)}(a[i]);"
                    f" return r; }}\n")
     if dtype == "float32":
         poly = _VEXP + _VERF + _VTANH + _VLOG

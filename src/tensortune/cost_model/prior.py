@@ -13,9 +13,9 @@ curves measure exactly what a user's first run gets.
 There is one file per SIMD width, ``prior_256.npz`` (an AVX2 machine) and
 ``prior_512.npz`` (an AVX-512 one), each from one reference machine (the file names
 it), and a run uses the file of its target's width or none: the best tiles of one width
-are not those of the other, and on the AVX-512 host of 2026-11-24 the AVX2 prior's
-first batches of C2D were 1.24x slower than those the AVX-512 prior picked (three
-seeds, RESULTS). A later feature set (another length) makes a file unused until it is
+are not those of the other: on the AVX-512 host of 2026-11-24, C2D's best after 16
+trials read 1.24x lower with the AVX2 prior than with the AVX-512 one (three seeds,
+RESULTS). A later feature set (another length) makes a file unused until it is
 rebuilt with ``benchmarks/make_prior.py``.
 
 Example:
