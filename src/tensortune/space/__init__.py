@@ -7,8 +7,9 @@ from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 from .replay_cache import ReplayCache
 from .schedule_rule import ScheduleRule
-from .space_generator import PostOrderApply, ScheduleFn, SpaceGenerator, sample
+from .space_generator import PostOrderApply, Postproc, ScheduleFn, SpaceGenerator, sample
+from .verify_register_tile import VerifyRegisterTile
 
 __all__ = ["AddRFactor", "AutoInline", "MultiLevelTiling", "ParallelVectorizeUnroll",
-           "PostOrderApply", "RandomComputeLocation", "ReplayCache", "ScheduleFn",
-           "ScheduleRule", "SpaceGenerator", "sample"]
+           "PostOrderApply", "Postproc", "RandomComputeLocation", "ReplayCache",
+           "ScheduleFn", "ScheduleRule", "SpaceGenerator", "VerifyRegisterTile", "sample"]

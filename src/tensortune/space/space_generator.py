@@ -5,9 +5,10 @@ instructions are re-drawn to produce new candidates.
 last-to-first, then the other stages last-to-first, so consumers are tiled or placed
 before their producers are placed in their loops). ``ScheduleFn`` wraps a user
 template: a function that calls primitives and sampling instructions (AutoTVM's knobs).
-Post-processors (ParallelVectorizeUnroll) run after each candidate is drawn, because what
-they do depends on the loops the draw made; their own decisions are appended to that
-candidate's trace.
+Post-processors (ParallelVectorizeUnroll; VerifyRegisterTile where added) run after each
+candidate is drawn, because what they do depends on the loops the draw made; their own
+decisions are appended to that candidate's trace, and one that raises ``ScheduleError``
+rejects the draw.
 
 Example:
     >>> gen = PostOrderApply.default(Target.host())
@@ -18,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from ..codegen import Target
 from ..errors import ScheduleError, TraceError
@@ -33,8 +35,15 @@ from .replay_cache import ReplayCache
 from .schedule_rule import ScheduleRule, has_reuse
 
 
+class Postproc(Protocol):
+    """Runs on each drawn candidate; ``decisions`` fixes what it samples. Raising
+    ``ScheduleError`` rejects the draw."""
+
+    def apply_all(self, sch: Schedule, decisions: list | None = None) -> Schedule: ...
+
+
 class SpaceGenerator:
-    postprocs: list[ParallelVectorizeUnroll] = []
+    postprocs: list[Postproc] = []
 
     def generate(self, func: PrimFunc) -> list[Trace]:
         raise NotImplementedError
@@ -42,7 +51,7 @@ class SpaceGenerator:
 
 class PostOrderApply(SpaceGenerator):
     def __init__(self, rules: Sequence[ScheduleRule],
-                 postprocs: Sequence[ParallelVectorizeUnroll] = (), seed: int = 0) -> None:
+                 postprocs: Sequence[Postproc] = (), seed: int = 0) -> None:
         self.rules = list(rules)
         self.postprocs = list(postprocs)
         self.seed = seed
@@ -79,7 +88,7 @@ class ScheduleFn(SpaceGenerator):
     """A user template: ``fn(sch)`` schedules a fresh Schedule using sampling instructions."""
 
     def __init__(self, fn: Callable[[Schedule], object],
-                 postprocs: Sequence[ParallelVectorizeUnroll] = ()) -> None:
+                 postprocs: Sequence[Postproc] = ()) -> None:
         self.fn = fn
         self.postprocs = list(postprocs)
 
@@ -90,7 +99,7 @@ class ScheduleFn(SpaceGenerator):
 
 
 def sample(func: PrimFunc, space: Trace, seed: int,
-           postprocs: Sequence[ParallelVectorizeUnroll] = (),
+           postprocs: Sequence[Postproc] = (),
            decisions: dict[int, object] | None = None,
            post_decisions: Sequence[list | None] = (),
            cache: ReplayCache | None = None) -> Schedule | None:

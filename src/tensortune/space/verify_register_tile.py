@@ -1,0 +1,87 @@
+"""VerifyRegisterTile: a post-processor that rejects a drawn program whose register tile
+cannot live in registers.
+
+MultiLevelTiling bounds each axis of its register tile on its own (``4 * lanes`` along the
+vector axis, ``max_tile_factor`` along the others), so a convolution's four spatial axes
+still admit tiles of 5 x 8 x 56 = 2,240 accumulators. The code generator keeps a tile in
+vector variables only up to 1.25x the register file (``codegen.simd``); a larger one is
+summed through a stack array on every step of the reduction, and its fully unrolled body
+is what gcc spends the longest on. The limit here is twice the register file: in a
+96-trial C2D run and a 64-trial CONVLAYER run every candidate above it measured 0.43x of
+its run's best or slower and took 2.1 s of build on average against 0.9 s for the rest,
+while tiles between 1.25x and 2x still reached 0.90x (RESULTS.md). Such a draw is
+rejected and re-drawn, as MetaSchedule's GPU post-processor rejects a kernel that
+exceeds the device's resources.
+
+The tile of a block that accumulates into a ``local`` buffer (a ``cache_write`` stage) is
+its spatial loops inside its outermost reduction loop, ``S2 x S3`` of ``SSRSRS``:
+
+    for S0, S1:                       # tile walk
+      for R0:                         # outermost reduction loop
+        for S2 (unrolled), R1, S3 (vectorized):  acc[S2, S3] += ...
+
+counted in vectors of the width the vectorized loop runs at.
+
+Not in ``PostOrderApply.default`` yet: a space of a small conv whose vector axis is
+not whole vectors (C2D 8 -> 8 channels at 10 x 10) counts its tiles in scalars and had
+every draw rejected. Add it to a generator's post-processors to use it:
+
+Example:
+    >>> gen = PostOrderApply.default(target)
+    >>> gen.postprocs.append(VerifyRegisterTile.for_target(target))
+    >>> VerifyRegisterTile(max_vectors=64).apply_all(sch)   # raises ScheduleError if not
+"""
+
+from __future__ import annotations
+
+from ..codegen.simd import chunk_width
+from ..codegen.target import Target
+from ..errors import ScheduleError
+from ..schedule import Schedule
+from ..schedule.tree import iter_blocks, writes
+from ..tir.functor import free_vars
+from ..tir.stmt import Block, For, ForKind
+
+
+class VerifyRegisterTile:
+    """``max_vectors``: the most vector (or scalar) accumulators a tile may hold;
+    ``lanes``: float32 lanes of the target's vectors."""
+
+    def __init__(self, max_vectors: int = 64, lanes: int = 16) -> None:
+        self.max_vectors = max_vectors
+        self.lanes = lanes
+
+    @staticmethod
+    def for_target(target: Target) -> VerifyRegisterTile:
+        return VerifyRegisterTile(2 * target.vector_registers, target.lanes("float32"))
+
+    def apply_all(self, sch: Schedule, decisions: list | None = None) -> Schedule:
+        """Raise ``ScheduleError`` naming the block if a register tile is too large; it
+        samples nothing, so ``decisions`` is ignored."""
+        for blk, loops in iter_blocks(sch.func.body):
+            vectors = self.tile_vectors(blk, loops)
+            if vectors > self.max_vectors:
+                raise ScheduleError(
+                    f"block {blk.name!r}: its register tile needs {vectors} vector "
+                    f"accumulators, more than the {self.max_vectors} that fit in registers")
+        return sch
+
+    def tile_vectors(self, blk: Block, loops: tuple[For, ...]) -> int:
+        """Vector accumulators of ``blk``'s register tile (0 if it has none)."""
+        if not blk.is_reduction or not any(b.scope == "local" for b in writes(blk)):
+            return 0
+        red: set = set()
+        spatial: set = set()
+        for iv, b in zip(blk.iter_vars, blk.bindings):
+            (red if iv.kind == "R" else spatial).update(free_vars(b))
+        first_r = next((i for i, f in enumerate(loops) if f.var in red), None)
+        if first_r is None:
+            return 0
+        elements, width = 1, 1
+        for f in loops[first_r + 1:]:
+            if f.var in red or f.var not in spatial:
+                continue
+            elements *= f.extent
+            if f.kind == ForKind.VECTORIZED:
+                width = chunk_width(f.extent, self.lanes) or 1
+        return -(-elements // width)
