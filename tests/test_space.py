@@ -74,8 +74,9 @@ def test_default_space_covers_every_suite_workload():
         f = tt.workloads.get(name, small=True)
         spaces = gen.generate(f)
         assert spaces, name
+        # Some draws are rejected (a register tile over the limit), so several seeds.
         assert any(sample(f, s, seed, gen.postprocs) is not None for s in spaces
-                   for seed in range(3)), name
+                   for seed in range(12)), name
 
 
 def test_row_reductions_can_join_their_consumers_row_loop():

@@ -34,9 +34,9 @@ def _tiled_gmm(rows: int, cols: int, vectorize: bool = True) -> tt.Schedule:
 
 
 def _checked(tgt: tt.Target) -> PostOrderApply:
-    """The default space with the check added after its post-processors."""
+    """The default space, whose last post-processor is the check."""
     gen = PostOrderApply.default(tgt)
-    gen.postprocs = [*gen.postprocs, VerifyRegisterTile.for_target(tgt)]
+    assert isinstance(gen.postprocs[-1], VerifyRegisterTile)
     return gen
 
 
@@ -93,9 +93,21 @@ def test_search_fills_its_batch_from_draws_that_fit():
     func = tt.workloads.get("c2d", C=16, K=32, H=14, W=14)
     gen = _checked(tgt)
     check = gen.postprocs[-1]
+    rejected, apply_all = 0, check.apply_all
+
+    def counted(sch, decisions=None):
+        nonlocal rejected
+        try:
+            return apply_all(sch, decisions)
+        except tt.ScheduleError:
+            rejected += 1
+            raise
+
+    check.apply_all = counted  # type: ignore[method-assign]
     strategy = ReplayTrace()
     strategy.init(SearchContext(func, gen.generate(func), gen, set(), random.Random(3)))
     batch = strategy.generate(6)
+    assert rejected > 0, "no draw was rejected: the test shows nothing"
     assert len(batch) == 6
     assert all(_most_vectors(check, c.sch) <= check.max_vectors for c in batch)
     ins = random_inputs(func)

@@ -5,7 +5,7 @@ instructions are re-drawn to produce new candidates.
 last-to-first, then the other stages last-to-first, so consumers are tiled or placed
 before their producers are placed in their loops). ``ScheduleFn`` wraps a user
 template: a function that calls primitives and sampling instructions (AutoTVM's knobs).
-Post-processors (ParallelVectorizeUnroll; VerifyRegisterTile where added) run after each
+Post-processors (ParallelVectorizeUnroll, then VerifyRegisterTile) run after each
 candidate is drawn, because what they do depends on the loops the draw made; their own
 decisions are appended to that candidate's trace, and one that raises ``ScheduleError``
 rejects the draw.
@@ -33,6 +33,7 @@ from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 from .replay_cache import ReplayCache
 from .schedule_rule import ScheduleRule, has_reuse
+from .verify_register_tile import VerifyRegisterTile
 
 
 class Postproc(Protocol):
@@ -61,7 +62,7 @@ class PostOrderApply(SpaceGenerator):
         return PostOrderApply(
             [AutoInline(), MultiLevelTiling(lanes=target.lanes("float32")), AddRFactor(),
              RandomComputeLocation()],
-            [ParallelVectorizeUnroll(cores=target.cores)])
+            [ParallelVectorizeUnroll(cores=target.cores), VerifyRegisterTile.for_target(target)])
 
     def generate(self, func: PrimFunc) -> list[Trace]:
         schs = [Schedule(func, seed=self.seed)]

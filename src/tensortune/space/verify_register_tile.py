@@ -22,13 +22,12 @@ its spatial loops inside its outermost reduction loop, ``S2 x S3`` of ``SSRSRS``
 
 counted in vectors of the width the vectorized loop runs at.
 
-Not in ``PostOrderApply.default`` yet: a space of a small conv whose vector axis is
-not whole vectors (C2D 8 -> 8 channels at 10 x 10) counts its tiles in scalars and had
-every draw rejected. Add it to a generator's post-processors to use it:
+It is the last post-processor of ``PostOrderApply.default``. A space whose vector axis
+is not whole vectors (C2D 8 -> 8 channels at 10 x 10, 10-wide rows) counts its tiles in
+scalars, as the code generator runs them, and some of its draws are rejected too.
 
 Example:
-    >>> gen = PostOrderApply.default(target)
-    >>> gen.postprocs.append(VerifyRegisterTile.for_target(target))
+    >>> gen = PostOrderApply.default(target)        # the check is its last post-processor
     >>> VerifyRegisterTile(max_vectors=64).apply_all(sch)   # raises ScheduleError if not
 """
 
