@@ -1,7 +1,10 @@
 """A NumPy float64 reference evaluator for unscheduled functions, and result checks.
 
 It reads each block's iteration domain directly (not the loops), vectorised over the
-domain in chunks, so it shares no code path with the C backend it is used to check.
+domain in chunks, so it shares no code path with the C backend it is used to check. A
+sum of a product (a matmul's, a conv's) is contracted with ``np.einsum`` over the axes
+each factor varies along, and a gather is cut along the axes its indices do not vary
+along: a 1024^3 matmul takes 0.1 s, not 3.5 s, and never forms its 8 GB product.
 
 Example:
     >>> outs = evaluate(func, [a, b])      # list of float64 arrays, one per output
@@ -34,6 +37,7 @@ from .tir.functor import blocks_in
 from .tir.stmt import Block, BufferStore, PrimFunc
 
 _CHUNK = 1 << 22
+_AXES = "abcdefghijklmnopqrstuvwxyz"
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -63,9 +67,9 @@ def eval_expr(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:
         arr = arrays[e.buffer]
         # Indices under an if_then_else may leave the buffer where the branch is not taken;
         # clipping keeps the gather legal and the Select discards those values.
-        idx = tuple(np.clip(np.asarray(eval_expr(i, env, arrays)), 0, n - 1)
-                    for i, n in zip(e.indices, arr.shape, strict=True))
-        return arr[idx]
+        idx = [np.clip(np.asarray(eval_expr(i, env, arrays)), 0, n - 1)
+               for i, n in zip(e.indices, arr.shape, strict=True)]
+        return arr[_uniform_axes_cut(idx)]
     if isinstance(e, BinOp):
         a, b = eval_expr(e.a, env, arrays), eval_expr(e.b, env, arrays)
         return _binop(e.op, a, b, e.dtype)
@@ -85,6 +89,24 @@ def eval_expr(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:
               "fabs": np.abs, "pow": np.power, "floor": np.floor, "ceil": np.ceil}[e.name]
         return fn(*args)
     raise TypeError(f"reference: cannot evaluate {type(e).__name__}")
+
+
+def _uniform_axes_cut(idx: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """The index arrays of a gather, each cut to one slice along every axis it does not
+    vary along: the gather's shape is their broadcast, so an axis none of them varies
+    along (a grouped conv's ``k // 64 * 64`` with one group) is gathered once, not once
+    per step of that axis, and broadcast by the arithmetic that follows."""
+    nd = max((a.ndim for a in idx), default=0)
+    out = []
+    for a in idx:
+        a = a.reshape((1,) * (nd - a.ndim) + a.shape)
+        for ax in range(nd):
+            if a.shape[ax] > 1:
+                first = a.take([0], axis=ax)
+                if np.array_equal(a, np.broadcast_to(first, a.shape)):
+                    a = first
+        out.append(a)
+    return tuple(out)
 
 
 def _binop(op: str, a, b, dtype: str):
@@ -122,6 +144,50 @@ def _reduction(block: Block) -> tuple[str, Expr] | None:
     return None
 
 
+def _env(ivs: list, lo: int, hi: int, chunked: bool) -> dict:
+    """Each iteration variable as an arange along its own axis; the first over
+    ``[lo, hi)`` when ``chunked``."""
+    env: dict = {}
+    for d, iv in enumerate(ivs):
+        rng = np.arange(lo, hi) if d == 0 and chunked else np.arange(iv.extent)
+        shape = [1] * len(ivs)
+        shape[d] = -1
+        env[iv.var] = rng.reshape(shape)
+    return env
+
+
+def _contract(a, b, shape: tuple[int, ...], n_spatial: int) -> np.ndarray:
+    """The sum over the reduction axes (those after the first ``n_spatial``) of ``a * b``,
+    arrays broadcastable to ``shape``, kept as size-1 axes; by ``np.einsum`` over the axes
+    each factor varies along, so the product over the whole domain is never formed (a
+    1024^3 matmul's would be 8 GB)."""
+    nd = len(shape)
+    ops, subs, present = [], [], set()
+    for x in (a, b):
+        x = np.asarray(x)
+        x = x.reshape((1,) * (nd - x.ndim) + x.shape)
+        keep = [d for d in range(nd) if x.shape[d] > 1]
+        present.update(keep)
+        ops.append(x.reshape([x.shape[d] for d in keep]))
+        subs.append("".join(_AXES[d] for d in keep))
+    out = [d for d in range(n_spatial) if d in present]
+    r = np.einsum(f"{subs[0]},{subs[1]}->{''.join(_AXES[d] for d in out)}", *ops,
+                  optimize=True)
+    # A reduction axis neither factor varies along adds the same term extent times.
+    times = math.prod(shape[d] for d in range(n_spatial, nd) if d not in present)
+    if times != 1:
+        r = r * times
+    return np.asarray(r).reshape([shape[d] if d in out else 1 for d in range(nd)])
+
+
+def _product(red: tuple[str, Expr] | None) -> tuple[Expr, Expr] | None:
+    """The two factors of a sum reduction of a product (a matmul's, a conv's)."""
+    if red is not None and red[0] == "sum" and isinstance(red[1], BinOp) and \
+            red[1].op == "*":
+        return red[1].a, red[1].b
+    return None
+
+
 def _run_block(block: Block, arrays: dict) -> None:
     st = block.body
     if not isinstance(st, BufferStore):
@@ -129,30 +195,38 @@ def _run_block(block: Block, arrays: dict) -> None:
                               "reference evaluator needs the unscheduled function")
     spatial = [iv for iv in block.iter_vars if iv.kind == "S"]
     reds = [iv for iv in block.iter_vars if iv.kind == "R"]
+    ivs = spatial + reds
     red = _reduction(block) if reds else None
     if reds and not red:
         raise TensorTuneError(f"reference: cannot read block {block.name} as a reduction")
-    nd = len(spatial) + len(reds)
-    red_size = math.prod(iv.extent for iv in reds)
+    nd = len(ivs)
     first = spatial[0].extent if spatial else 1
-    rest = math.prod(iv.extent for iv in spatial[1:]) * red_size
-    step = max(1, min(first, _CHUNK // max(1, rest)))
+    factors = _product(red)
+    if factors is not None and spatial:
+        # Chunked by how much the factors and the output grow per row of the first axis
+        # (a factor that does not depend on it, a matmul's B, is gathered whole).
+        grow = math.prod(iv.extent for iv in spatial[1:])
+        if first > 1:
+            one = [np.size(eval_expr(x, _env(ivs, 0, 1, True), arrays)) for x in factors]
+            two = [np.size(eval_expr(x, _env(ivs, 0, 2, True), arrays)) for x in factors]
+            grow = max(grow, *(t - o for o, t in zip(one, two)))
+    else:
+        grow = math.prod(iv.extent for iv in ivs[1:]) if spatial else \
+            math.prod(iv.extent for iv in ivs)
+    step = max(1, min(first, _CHUNK // max(1, grow)))
     out = arrays[st.buffer]
     for lo in range(0, first, step):
         hi = min(first, lo + step)
-        env: dict = {}
-        for d, iv in enumerate(spatial + reds):
-            rng = np.arange(lo, hi) if d == 0 and spatial else np.arange(iv.extent)
-            shape = [1] * nd
-            shape[d] = -1
-            env[iv.var] = rng.reshape(shape)
-        if red is not None:
-            comb, src = red
-            val: np.ndarray | float | int = np.broadcast_to(eval_expr(src, env, arrays),
-                                  tuple(hi - lo if d == 0 else iv.extent
-                                        for d, iv in enumerate(spatial + reds)))
+        env = _env(ivs, lo, hi, bool(spatial))
+        shape = tuple(hi - lo if d == 0 and spatial else iv.extent for d, iv in enumerate(ivs))
+        if factors is not None:
+            val: np.ndarray | float | int = _contract(
+                eval_expr(factors[0], env, arrays), eval_expr(factors[1], env, arrays),
+                shape, len(spatial))
+        elif red is not None:
+            val = np.broadcast_to(eval_expr(red[1], env, arrays), shape)
             axes = tuple(range(len(spatial), nd))
-            reducer = {"sum": np.sum, "max": np.max, "min": np.min}[comb]
+            reducer = {"sum": np.sum, "max": np.max, "min": np.min}[red[0]]
             val = reducer(val, axis=axes, keepdims=True)  # type: ignore[operator]
         else:
             val = eval_expr(st.value, env, arrays)
