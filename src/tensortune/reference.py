@@ -207,9 +207,11 @@ def _run_block(block: Block, arrays: dict) -> None:
         # (a factor that does not depend on it, a matmul's B, is gathered whole).
         grow = math.prod(iv.extent for iv in spatial[1:])
         if first > 1:
-            one = [np.size(eval_expr(x, _env(ivs, 0, 1, True), arrays)) for x in factors]
-            two = [np.size(eval_expr(x, _env(ivs, 0, 2, True), arrays)) for x in factors]
-            grow = max(grow, *(t - o for o, t in zip(one, two)))
+            probe = _env(ivs, 0, 2, True)
+            for x in factors:
+                v = np.asarray(eval_expr(x, probe, arrays))
+                if v.ndim == nd and v.shape[0] > 1:
+                    grow = max(grow, v.size // v.shape[0])
     else:
         grow = math.prod(iv.extent for iv in ivs[1:]) if spatial else \
             math.prod(iv.extent for iv in ivs)
