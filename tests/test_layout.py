@@ -10,7 +10,8 @@ import tensortune as tt
 from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.schedule.tree import iter_blocks
 from tensortune.space import MultiLevelTiling, PostOrderApply, sample
-from tensortune.space.layout import layout_choices, permutation_map, strip_map
+from tensortune.space.layout import layout_choices, permutation_map, set_aliased, strip_map
+from tensortune.tir.stmt import Buffer
 
 GEN = PostOrderApply.default(tt.Target.host())
 FUNCS = {"c2d": tt.workloads.get("c2d", small=True),
@@ -22,7 +23,9 @@ FUNCS = {"c2d": tt.workloads.get("c2d", small=True),
          # rows of 128 floats: B's panel (space 0) and X's transposed copy (space 1)
          # are cut into vector strips
          "gmm_strips": tt.workloads.get("gmm", M=12, N=128, K=16),
-         "dense_strips": tt.workloads.get("dense", M=128, K=8, N=16)}
+         "dense_strips": tt.workloads.get("dense", M=128, K=8, N=16),
+         # output rows 4 KiB apart: space 1's tile writes through a strip copy
+         "dense_staged": tt.workloads.get("dense", M=32, K=8, N=1024)}
 SPACES = {n: GEN.generate(f) for n, f in FUNCS.items()}
 
 
@@ -107,6 +110,45 @@ def test_long_packed_rows_are_cut_into_vector_strips():
         for seed in range(3):
             sch = sample(f, SPACES[name][space], seed, GEN.postprocs)
             assert sch is not None and re.search(r"_global\[\w+ // \d+, ", str(sch.func))
+            check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
+def test_rows_a_multiple_of_an_l1_way_apart_are_set_aliased():
+    def buf(*shape: int) -> Buffer:
+        return Buffer("Y", shape, "float32", "global")
+
+    assert set_aliased(buf(128, 3072), 0, 16)          # DENSE: rows 12 KiB apart
+    assert set_aliased(buf(1024, 1024), 0, 16)         # GMM: 4 KiB
+    assert not set_aliased(buf(1, 64, 56, 56), 1, 16)  # C2D's channels: 12544 bytes
+    assert not set_aliased(buf(128, 3072), 1, 16)      # the last axis is contiguous
+    assert not set_aliased(buf(4, 1032), 0, 8)         # 4128 bytes: rows spread over sets
+    assert not set_aliased(buf(8, 1024 + 8), 0, 16)    # not whole strips of 16
+
+
+def test_tile_rows_sharing_an_l1_set_are_written_through_strips():
+    """DENSE with the rows in the lanes writes its tile into a copy of the output laid
+    out in strips, then moves it to the output in whole vectors; the columns' space and a
+    conv's channels (rows 12544 bytes apart) write the output directly."""
+    gen = PostOrderApply([MultiLevelTiling(lanes=8)])
+    f = FUNCS["dense_staged"]
+    spaces = gen.generate(f)
+    maps = [[i.inputs[1:] for i in sp.insts if i.kind == "transform_layout"] for sp in spaces]
+    assert ("Y_global", "lambda a0, a1: (a1 // 8, a0, a1 % 8)") in maps[1]
+    assert not any(m[0] == "Y_global" for m in maps[0])
+    assert not any(m[0].startswith("conv_") and "//" in m[1]
+                   for sp in gen.generate(tt.workloads.get("c2d")) for m in
+                   [i.inputs[1:] for i in sp.insts if i.kind == "transform_layout"])
+    sch = next(s for s in (sample(f, spaces[1], seed, GEN.postprocs) for seed in range(20))
+               if s is not None)
+    text = str(sch.func)
+    # the copy: a root nest moving whole vectors, contiguous on both sides
+    assert re.search(r"for \w+ in vectorized\(8\):\n\s+with block\(\"Y_global\"", text)
+    assert re.search(r"Y\[(\w+), (\w+)\] = Y_global\[\2 // 8, \1, \2 % 8\]", text)
+    ins = random_inputs(f)
+    for seed in range(3):
+        sch = sample(f, SPACES["dense_staged"][1], seed, GEN.postprocs)
+        if sch is not None:
+            assert "Y_global" in str(sch.func)
             check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
 
 

@@ -47,6 +47,9 @@ MIN_PACK_REUSE = 8
 # GMM 13.3/13.0/12.7 -> 12.4/12.6/12.4, BMM level; a conv's 64 weight channels (256
 # bytes) gained nothing (C2D 2.01/1.99 -> 2.05/2.01 ms), so they keep the plain layout.
 STRIP_MIN_ROW_BYTES = 512
+# An L1 data cache way (x86: 32 or 48 KiB in 8 or 12 ways of 64 sets): addresses a
+# multiple of this apart share a set.
+L1_WAY_BYTES = 4096
 
 
 @dataclass
@@ -91,6 +94,19 @@ def long_rows(buf: Buffer, dim: int, lanes: int) -> bool:
     n = buf.shape[dim]
     return n > lanes and n % lanes == 0 and \
         n * dtype_bytes(buf.dtype) >= STRIP_MIN_ROW_BYTES
+
+
+def set_aliased(buf: Buffer, dim: int, lanes: int) -> bool:
+    """Whether elements of ``buf`` one apart along ``dim`` are a multiple of
+    ``L1_WAY_BYTES`` apart, so that a register tile's rows along ``dim`` all map to one L1
+    set; and the last dimension is whole strips of ``lanes``, so the rows can be re-laid
+    out as strips (``strip_map``). DENSE's output (pitch 12 KiB) is; a conv's NCHW output
+    along the channels (56 x 56 x 4 = 12544 bytes) is not."""
+    if not 0 <= dim < len(buf.shape) - 1:
+        return False
+    pitch = math.prod(buf.shape[dim + 1:]) * dtype_bytes(buf.dtype)
+    n = buf.shape[-1]
+    return pitch % L1_WAY_BYTES == 0 and n >= lanes and n % lanes == 0
 
 
 def pack_map(buf: Buffer, dim: int, lanes: int, strips: bool = True) -> str:

