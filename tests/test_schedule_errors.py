@@ -105,6 +105,23 @@ def test_reduction_errors():
     _raises(sch, lambda: sch.rfactor(i), "exactly one block, found 0")
 
 
+def test_decompose_reduction_keeps_a_repeated_reduction_restarting():
+    """A reduction computed at a consumer loop it does not depend on (LNM's sqsum under
+    the output's column loop n) is redone for every n; its init must stay inside n.
+    Found by the random-schedule property test: the init had moved outside n and the
+    sums came out 10x too large."""
+    f = tt.workloads.get("lnm", M=4, N=10)
+    sch = tt.Schedule(f)
+    sq = sch.get_block("sqsum")
+    sch.compute_at(sq, sch.get_loops(sch.get_block("Y"))[1])
+    i, n, _, j2 = sch.get_loops(sq)
+    _raises(sch, lambda: sch.decompose_reduction(sq, i),
+            r"loop n \(extent 10\) encloses sqsum but moves none of its axes")
+    sch.decompose_reduction(sq, j2)  # inside n: restarted for every n
+    ins = random_inputs(f)
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
 def test_sampling_decision_errors():
     sch = _sch()
     i, _, _ = sch.get_loops(sch.get_block("C"))

@@ -59,6 +59,13 @@ def decompose_reduction(func: PrimFunc, name: str, var: Var) -> tuple[PrimFunc, 
     for lp in path[pos:]:
         check(not (lp.var in red and lp.var in spat),
               f"{what}: loop {lp.var.name} iterates both spatial and reduction axes")
+        # A loop none of the block's axes moves with (compute_at under a consumer loop
+        # the block does not depend on) repeats the whole reduction; only an init inside
+        # that loop restarts it each time, so the init cannot move outside it.
+        check(lp.var in red or lp.var in spat or lp.extent == 1,
+              f"{what}: loop {lp.var.name} (extent {lp.extent}) encloses {name} but moves "
+              f"none of its axes, so each of its iterations redoes the reduction; decompose "
+              f"at a loop inside {lp.var.name}")
     keep = [lp for lp in path[pos:] if lp.var in spat]
     vmap: dict[Var, Expr] = {lp.var: Var(lp.var.name + "_init") for lp in keep}
     dropped = {lp.var for lp in path[pos:] if lp.var not in spat}
