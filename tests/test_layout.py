@@ -25,7 +25,8 @@ FUNCS = {"c2d": tt.workloads.get("c2d", small=True),
          "gmm_strips": tt.workloads.get("gmm", M=12, N=128, K=16),
          "dense_strips": tt.workloads.get("dense", M=128, K=8, N=16),
          # output rows 4 KiB apart: space 1's tile writes through a strip copy
-         "dense_staged": tt.workloads.get("dense", M=32, K=8, N=1024)}
+         "dense_staged": tt.workloads.get("dense", M=32, K=8, N=1024),
+         "gmm_staged": tt.workloads.get("gmm", M=32, N=1024, K=8)}
 SPACES = {n: GEN.generate(f) for n, f in FUNCS.items()}
 
 
@@ -126,30 +127,41 @@ def test_rows_a_multiple_of_an_l1_way_apart_are_set_aliased():
 
 
 def test_tile_rows_sharing_an_l1_set_are_written_through_strips():
-    """DENSE with the rows in the lanes writes its tile into a copy of the output laid
-    out in strips, then moves it to the output in whole vectors; the columns' space and a
-    conv's channels (rows 12544 bytes apart) write the output directly."""
+    """DENSE with the rows in the lanes writes its tile into a copy laid out in strips;
+    a root nest then adds the bias, applies the ReLU and stores to the output in whole
+    vectors. The columns' space, and a conv's channels (rows 12544 bytes apart), write
+    the output from the tile."""
     gen = PostOrderApply([MultiLevelTiling(lanes=8)])
     f = FUNCS["dense_staged"]
     spaces = gen.generate(f)
     maps = [[i.inputs[1:] for i in sp.insts if i.kind == "transform_layout"] for sp in spaces]
-    assert ("Y_global", "lambda a0, a1: (a1 // 8, a0, a1 % 8)") in maps[1]
-    assert not any(m[0] == "Y_global" for m in maps[0])
+    assert ("matmul_global", "lambda a0, a1: (a1 // 8, a0, a1 % 8)") in maps[1]
+    assert not any(m[0] == "matmul_global" for m in maps[0])
     assert not any(m[0].startswith("conv_") and "//" in m[1]
                    for sp in gen.generate(tt.workloads.get("c2d")) for m in
                    [i.inputs[1:] for i in sp.insts if i.kind == "transform_layout"])
     sch = next(s for s in (sample(f, spaces[1], seed, GEN.postprocs) for seed in range(20))
                if s is not None)
     text = str(sch.func)
-    # the copy: a root nest moving whole vectors, contiguous on both sides
-    assert re.search(r"for \w+ in vectorized\(8\):\n\s+with block\(\"Y_global\"", text)
-    assert re.search(r"Y\[(\w+), (\w+)\] = Y_global\[\2 // 8, \1, \2 % 8\]", text)
-    ins = random_inputs(f)
-    for seed in range(3):
-        sch = sample(f, SPACES["dense_staged"][1], seed, GEN.postprocs)
-        if sch is not None:
-            assert "Y_global" in str(sch.func)
-            check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+    # the tile stores plain sums; the copy is a root nest over whole vectors, contiguous
+    # on both sides, with the fused epilogue
+    assert re.search(r"matmul_global\[\w+ // 8, \w+, \w+ % 8\] = matmul_local\[", text)
+    assert re.search(r"for \w+ in vectorized\(8\):\n\s+with block\(\"matmul_global\"", text)
+    assert re.search(r"Y\[(\w+), (\w+)\] = max\(matmul_global\[\2 // 8, \1, \2 % 8\] "
+                     r"\+ bias\[\2\], 0\.0\)", text)
+    # and it computes what the reference does, with an epilogue (DENSE) and without (GMM:
+    # the tile's block writes the output itself)
+    for name, buf in (("dense_staged", "matmul_global"), ("gmm_staged", "C_global")):
+        f = FUNCS[name]
+        ins = random_inputs(f)
+        kept = 0
+        for seed in range(6):
+            sch = sample(f, SPACES[name][1], seed, GEN.postprocs)
+            if sch is not None:
+                kept += 1
+                assert f"{buf}[" in str(sch.func)
+                check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+        assert kept, name
 
 
 def test_channel_space_packs_weights_and_lays_the_tile_channel_last():

@@ -150,10 +150,14 @@ class MultiLevelTiling(ScheduleRule):
         wb = sch.cache_write(block, 0, "local")
         if choice is not None and choice.tile_map is not None:
             sch.transform_layout(block, sch.get(wb).body.value.buffer.name, choice.tile_map)
-        if self.fuse_epilogue:
-            self._fuse_consumer(sch, wb)
+        staged = None
         if choice is not None and choice.tile_map is not None:
-            self._stage_output(sch, wb, choice.out_dim, self.lanes)
+            staged = self._stage_output(sch, wb, choice.out_dim, self.lanes)
+        if self.fuse_epilogue:
+            self._fuse_consumer(sch, staged if staged is not None else wb)
+        if staged is not None:
+            # The copy's last loop in whole vectors: both sides are contiguous along it.
+            sch.split(sch.get_loops(staged)[-1], [None, self.lanes])
         sch.reverse_compute_at(wb, tile_loop)
         # The write-back's own loops (one per buffer dimension) follow the tile loop; the
         # one over the vector axis goes last (the tile is contiguous in it).
@@ -208,25 +212,26 @@ class MultiLevelTiling(ScheduleRule):
                                      strip_map(len(buf.shape), dim, lanes))
 
     @staticmethod
-    def _stage_output(sch: Schedule, wb: BlockRV, dim: int, lanes: int) -> None:
-        """Write the tile through a strip-laid-out copy of the output when the lanes run
-        along output dimension ``dim`` and its rows alias in L1 (``layout.set_aliased``).
+    def _stage_output(sch: Schedule, wb: BlockRV, dim: int, lanes: int) -> BlockRV | None:
+        """Write the tile through a strip-laid-out copy of its output when the lanes run
+        along output dimension ``dim`` and its rows alias in L1 (``layout.set_aliased``);
+        returns the copy block (the caller fuses the epilogue into it), or None.
 
         The write-back stores the lanes' elements one by one, ``dim``'s pitch apart. In
         DENSE that pitch is 12 KiB, so all 32 rows of a tile fall in one L1 set and evict
-        the operands the next tile reads: the found 12 x 32 tile ran at 155 GFLOP/s on one
-        core, 221 without its write-back, 189 when the rows were padded to 12352 bytes.
-        The copy, [N/lanes, ..., lanes], keeps a tile's rows 64 bytes apart, and a root
-        nest then moves whole vectors to the output (DENSE's tile 155 -> 186 on one core,
-        305 -> 368 on two, the copy's cost included)."""
+        the operands the next tile reads: a 12 x 32 tile ran at 155 GFLOP/s on one core,
+        221 without its write-back, 189 with the rows padded to 12352 bytes. The copy,
+        [N/lanes, ..., lanes], keeps a tile's rows 64 bytes apart; a root nest then adds
+        the bias and applies the ReLU in whole vectors on the way to the output. DENSE's
+        found 5 x 32 program, replayed: 332-341 GFLOP/s as found, 355 through the copy
+        with the epilogue left in the tile's write-back, 370 with it in the copy."""
         out = writes(sch.get(wb))[0]
         if not set_aliased(out, dim, lanes):
-            return
+            return None
         copy = sch.cache_write(wb, 0, "global")
         ndim = len(out.shape)
         sch.transform_layout(wb, sch.get(wb).body.buffer.name, strip_map(ndim, ndim - 1, lanes))
-        # The copy's last loop in whole vectors: both sides are contiguous along it.
-        sch.split(sch.get_loops(copy)[-1], [None, lanes])
+        return copy
 
     def _first_r_level(self) -> int:
         return self.structure[: self.structure.index("R")].count("S")
