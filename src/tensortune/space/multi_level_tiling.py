@@ -7,7 +7,9 @@ reordered as the structure says (CPU default "SSRSRS"):
 
 The block writes a local tile (cache_write) whose write-back runs after the tile's
 reduction (reverse_compute_at at the last S1 loop), with an element-wise consumer fused
-into it (reverse_compute_inline). The S2/S3 loops are unrolled and the innermost S3 loop
+into it (reverse_compute_inline); when the lanes run along output rows that share an L1
+set, the tile goes through a strip-laid-out copy and the consumer is fused into the copy
+instead (``_stage_output``). The S2/S3 loops are unrolled and the innermost S3 loop
 vectorized, so the tile's indices are constants and the code generator keeps it in
 registers. The init is moved out of the reduction loops (decompose_reduction).
 
@@ -148,10 +150,9 @@ class MultiLevelTiling(ScheduleRule):
         sch.vectorize(inner_s[-1])
         tile_loop = tiles["S"][self._first_r_level() - 1][-1]
         wb = sch.cache_write(block, 0, "local")
-        if choice is not None and choice.tile_map is not None:
-            sch.transform_layout(block, sch.get(wb).body.value.buffer.name, choice.tile_map)
         staged = None
         if choice is not None and choice.tile_map is not None:
+            sch.transform_layout(block, sch.get(wb).body.value.buffer.name, choice.tile_map)
             staged = self._stage_output(sch, wb, choice.out_dim, self.lanes)
         if self.fuse_epilogue:
             self._fuse_consumer(sch, staged if staged is not None else wb)
