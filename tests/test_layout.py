@@ -164,6 +164,28 @@ def test_tile_rows_sharing_an_l1_set_are_written_through_strips():
         assert kept, name
 
 
+def test_a_pack_the_outermost_tile_loop_indexes_is_made_inside_it():
+    """Attention's K (and Q) per head: the head loop is outermost, so each job packs its
+    own heads inside it; a conv's weights and DENSE's X do not move with the outermost
+    loop and are packed in a root nest of their own."""
+    def root_loop_of(f, spaces, space: int, buf: str) -> tuple[str, object]:
+        sch = next(s for s in (sample(f, spaces[space], seed, GEN.postprocs)
+                               for seed in range(20)) if s is not None)
+        text = str(sch.func)
+        before = text[:text.index(f'with block("{buf}"')]
+        return re.findall(r"\n    for (\w+) in ", before)[-1], sch
+
+    tbg = FUNCS["tbg"]
+    ins = random_inputs(tbg)
+    for space, buf in ((0, "K_global"), (1, "Q_global")):
+        loop, sch = root_loop_of(tbg, SPACES["tbg"], space, buf)
+        assert loop.startswith("n_0"), loop  # the head loop's first tile
+        check_close(tt.build(sch)(*ins), evaluate(tbg, ins)[0])
+    assert root_loop_of(FUNCS["dense"], SPACES["dense"], 1, "X_global")[0].startswith("ax")
+    c2d = tt.workloads.get("c2d", C=16, K=32, H=8, W=8)
+    assert root_loop_of(c2d, GEN.generate(c2d), 1, "w_global")[0].startswith("ax")
+
+
 def test_channel_space_packs_weights_and_lays_the_tile_channel_last():
     f = FUNCS["c2d"]
     spaces = PostOrderApply([MultiLevelTiling(lanes=8)]).generate(f)
