@@ -181,6 +181,17 @@ def test_a_pack_the_outermost_tile_loop_indexes_is_made_inside_it():
         loop, sch = root_loop_of(tbg, SPACES["tbg"], space, buf)
         assert loop.startswith("n_0"), loop  # the head loop's first tile
         check_close(tt.build(sch)(*ins), evaluate(tbg, ins)[0])
+    # A head tile of 1 leaves the head loop alone at the top, with the pack inside it;
+    # the nest below still runs in parallel.
+    big = tt.workloads.get("tbg", s=64, h=4, d=16)
+    space = GEN.generate(big)[0]
+    heads = next(i for i, x in enumerate(space.insts) if x.attr("extent") == 4)
+    sch = sample(big, space, 0, GEN.postprocs, {heads: [1, 4, 1, 1]}, [[0, 0]])
+    assert sch is not None
+    text = str(sch.func)
+    assert re.search(r"\n    for n_0 in range\(1\)", text) and " in parallel(" in text
+    ins = random_inputs(big)
+    check_close(tt.build(sch)(*ins), evaluate(big, ins)[0])
     assert root_loop_of(FUNCS["dense"], SPACES["dense"], 1, "X_global")[0].startswith("ax")
     c2d = tt.workloads.get("c2d", C=16, K=32, H=8, W=8)
     assert root_loop_of(c2d, GEN.generate(c2d), 1, "w_global")[0].startswith("ax")

@@ -48,6 +48,31 @@ class ParallelVectorizeUnroll:
     def _parallel(self, sch: Schedule, name: str, max_jobs: int) -> bool:
         block = sch.get_block(name)
         kinds = loop_kinds(sch, block)
+        chain, extent = self._chain(sch, kinds, max_jobs)
+        if extent < 2:
+            # Leading loops of one iteration that end the chain (a pack made inside the
+            # outer tile loop, attention's heads, when its tile factor is 1) are passed
+            # over: the nest below them can still run in parallel.
+            skip = 0
+            while skip < len(kinds) and kinds[skip][1] == "S" and \
+                    sch.get(kinds[skip][0]).extent == 1 and \
+                    sch.get(kinds[skip][0]).kind == ForKind.SERIAL:
+                skip += 1
+            if skip:
+                chain, extent = self._chain(sch, kinds[skip:], max_jobs)
+        if not chain or extent < 2:
+            return False
+        try:
+            fused = sch.fuse(*chain) if len(chain) > 1 else chain[0]
+            sch.parallel(fused)
+        except ScheduleError:
+            return False
+        return True
+
+    @staticmethod
+    def _chain(sch: Schedule, kinds: list, max_jobs: int) -> tuple[list, int]:
+        """The leading serial spatial loops to fuse and run in parallel (perfectly nested,
+        up to ``max_jobs`` iterations), and their iteration count."""
         chain = []
         extent = 1
         for i, (lp, kind) in enumerate(kinds):
@@ -60,14 +85,7 @@ class ParallelVectorizeUnroll:
                 break
             chain.append(lp)
             extent *= node.extent
-        if not chain or extent < 2:
-            return False
-        try:
-            fused = sch.fuse(*chain) if len(chain) > 1 else chain[0]
-            sch.parallel(fused)
-        except ScheduleError:
-            return False
-        return True
+        return chain, extent
 
     def _vectorize_unroll(self, sch: Schedule, name: str, unroll) -> None:
         block = sch.get_block(name)
