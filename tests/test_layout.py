@@ -123,7 +123,8 @@ def test_rows_a_multiple_of_an_l1_way_apart_are_set_aliased():
     assert not set_aliased(buf(1, 64, 56, 56), 1, 16)  # C2D's channels: 12544 bytes
     assert not set_aliased(buf(128, 3072), 1, 16)      # the last axis is contiguous
     assert not set_aliased(buf(4, 1032), 0, 8)         # 4128 bytes: rows spread over sets
-    assert not set_aliased(buf(8, 1024 + 8), 0, 16)    # not whole strips of 16
+    assert set_aliased(buf(8, 128, 16), 0, 16)         # 8 KiB, strips of 16
+    assert not set_aliased(buf(8, 128, 8), 0, 16)      # 4 KiB, but not strips of 16
 
 
 def test_tile_rows_sharing_an_l1_set_are_written_through_strips():
