@@ -24,9 +24,9 @@ from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.tree import loads_of, readers, reads, writes
 from ..tir.arith import affine
-from ..tir.expr import BufferLoad, Var
+from ..tir.expr import Var
 from ..tir.functor import free_vars
-from ..tir.stmt import Block
+from ..tir.stmt import Block, Buffer
 from .layout import LayoutChoice, layout_choices, long_rows, pack_map, set_aliased, strip_map
 from .schedule_rule import ScheduleRule, has_reuse, is_elementwise, loop_kinds
 
@@ -91,21 +91,27 @@ class MultiLevelTiling(ScheduleRule):
         outer, inner = sch.split(loops[dim], [None, w])
         sch.reorder(*[outer if i == dim else lp for i, lp in enumerate(loops)], inner)
 
+    def _lay_out_pack(self, sch: Schedule, pack: BlockRV, buf: Buffer, dim: int,
+                      choice: LayoutChoice, skip: int = 0) -> None:
+        """Set a layout choice's packed copy of ``buf`` to its layout (``pack_map``; no
+        strips for a sliding window or a group) and walk it in destination order."""
+        strips = not choice.window and choice.group is None
+        sch.transform_layout(pack, sch.get(pack).body.buffer.name,
+                             pack_map(buf, dim, self.lanes, strips))
+        self._order_pack(sch, pack, dim, skip)
+
     def _tile(self, sch: Schedule, block: BlockRV, kinds: list[tuple[LoopRV, str]],
               choice: LayoutChoice | None, vec_loop: LoopRV | None) -> None:
         # Packs of a buffer that the outermost tile loop indexes (attention's K per head)
         # are made inside that loop, once it exists: each parallel job packs its own part.
-        per_outer: list[tuple[BlockRV, int, bool]] = []
+        per_outer: list[tuple[BlockRV, Buffer, int]] = []
         if choice is not None:
-            strips = not choice.window and choice.group is None
             for idx, buf, dim in choice.packs:
                 pack = sch.cache_read(block, idx, "global")
                 if self._indexed_by_first(sch, block, pack, kinds, vec_loop, choice):
-                    per_outer.append((pack, dim, strips))
-                    continue
-                sch.transform_layout(pack, sch.get(pack).body.buffer.name, pack_map(
-                    buf, dim, self.lanes, strips))
-                self._order_pack(sch, pack, dim)
+                    per_outer.append((pack, buf, dim))
+                else:
+                    self._lay_out_pack(sch, pack, buf, dim, choice)
         if choice is not None and choice.group is not None and vec_loop is not None:
             # Groups: the part of the axis within a group goes in the lanes.
             whole = vec_loop
@@ -121,9 +127,7 @@ class MultiLevelTiling(ScheduleRule):
         s_loops = [lp for lp, k in kinds if k == "S"]
         vec_axis = vec_loop if vec_loop is not None else (s_loops[-1] if s_loops else None)
         blk = sch.get(block)
-        lane_vars = set() if vec_axis is None else {
-            iv.var for iv, b in zip(blk.iter_vars, blk.bindings)
-            if sch.get(vec_axis).var in free_vars(b)}
+        lane_vars = set() if vec_axis is None else _axes_moved_by(blk, sch.get(vec_axis).var)
         for lp, kind in kinds:
             n = {"S": n_s, "R": n_r, "G": self._first_r_level()}[kind]
             if kind == "S" and lp is vec_axis:
@@ -149,13 +153,10 @@ class MultiLevelTiling(ScheduleRule):
             order += tiles[ch][seen[ch]]
             seen[ch] += 1
         sch.reorder(*order)
-        for pack, dim, strips in per_outer:
-            src = sch.get(pack).body.value
-            assert isinstance(src, BufferLoad)
-            sch.compute_at(pack, order[0])
-            sch.transform_layout(pack, sch.get(pack).body.buffer.name, pack_map(
-                src.buffer, dim, self.lanes, strips))
-            self._order_pack(sch, pack, dim, skip=1)
+        for pack, buf, dim in per_outer:
+            assert choice is not None
+            sch.compute_at(pack, order[0])  # on plain indices, before the layout is set
+            self._lay_out_pack(sch, pack, buf, dim, choice, skip=1)
         self._pack_panels(sch, block, choice, lane_vars,
                           tiles["R"][0][0] if tiles["R"][0] else None, self.lanes)
         # The register tile: S loops after the first reduction level.
@@ -205,8 +206,7 @@ class MultiLevelTiling(ScheduleRule):
         if first is None:
             return False
         blk = sch.get(block)
-        var = sch.get(first).var
-        moved = {iv.var for iv, b in zip(blk.iter_vars, blk.bindings) if var in free_vars(b)}
+        moved = _axes_moved_by(blk, sch.get(first).var)
         buf = sch.get(pack).body.buffer
         return any(moved & free_vars(ix) for ld in loads_of(blk, buf) for ix in ld.indices)
 
@@ -256,7 +256,8 @@ class MultiLevelTiling(ScheduleRule):
         The write-back stores the lanes' elements one by one, ``dim``'s pitch apart. In
         DENSE that pitch is 12 KiB, so all 32 rows of a tile fall in one L1 set and evict
         the operands the next tile reads: a 12 x 32 tile ran at 155 GFLOP/s on one core,
-        221 without its write-back, 189 with the rows padded to 12352 bytes. The copy,
+        221 without its write-back; with its stores in row order, 158-160 into the real
+        output and 189 into rows padded to 12352 bytes. The copy,
         [N/lanes, ..., lanes], keeps a tile's rows 64 bytes apart; a root nest then adds
         the bias and applies the ReLU in whole vectors on the way to the output. DENSE's
         found 5 x 32 program, replayed: 332-341 GFLOP/s as found, 355 through the copy
@@ -297,7 +298,7 @@ def _reused_across(blk: Block, loop_var: Var) -> bool:
     tile of 2 batches x 1 row x 32 columns ended 1.3x slower than one that found 5 rows
     x 16 columns (RESULTS.md). An index that is not affine in the axis (a group's
     ``k // 16``) counts as reuse."""
-    axes = {iv.var for iv, b in zip(blk.iter_vars, blk.bindings) if loop_var in free_vars(b)}
+    axes = _axes_moved_by(blk, loop_var)
     stores = writes(blk)
     for buf in reads(blk):
         if buf in stores:
@@ -307,3 +308,8 @@ def _reused_across(blk: Block, loop_var: Var) -> bool:
             if not any(f is not None and any(f[0].get(v) for v in axes) for f in forms):
                 return True
     return False
+
+
+def _axes_moved_by(blk: Block, loop_var: Var) -> set[Var]:
+    """The iteration variables of ``blk`` whose bindings use loop ``loop_var``."""
+    return {iv.var for iv, b in zip(blk.iter_vars, blk.bindings) if loop_var in free_vars(b)}

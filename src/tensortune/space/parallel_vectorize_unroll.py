@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from ..schedule import Schedule
+from ..schedule import LoopRV, Schedule
 from ..schedule.tree import children, iter_blocks, readers, writes
 from ..tir.stmt import For, ForKind
 from .schedule_rule import loop_kinds
@@ -70,7 +70,8 @@ class ParallelVectorizeUnroll:
         return True
 
     @staticmethod
-    def _chain(sch: Schedule, kinds: list, max_jobs: int) -> tuple[list, int]:
+    def _chain(sch: Schedule, kinds: list[tuple[LoopRV, str]], max_jobs: int
+               ) -> tuple[list[LoopRV], int]:
         """The leading serial spatial loops to fuse and run in parallel (perfectly nested,
         up to ``max_jobs`` iterations), and their iteration count."""
         chain = []
