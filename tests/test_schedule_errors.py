@@ -122,6 +122,24 @@ def test_decompose_reduction_keeps_a_repeated_reduction_restarting():
     check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
 
 
+def test_decompose_reduction_sees_a_repeat_through_a_fused_loop():
+    """The same repeat when the consumer's loops are fused: sqsum's row is
+    ``i_n // 10``, so the fused loop does move an axis, but ten of its iterations reach
+    each row. Found by the random-schedule property test after the check above."""
+    f = tt.workloads.get("lnm", M=4, N=10)
+    sch = tt.Schedule(f)
+    y = sch.get_block("Y")
+    sch.compute_at(sch.get_block("sqsum"), sch.get_loops(y)[1])
+    sq = sch.get_block("sqsum")
+    sch.fuse(*sch.get_loops(sq)[:2])
+    fused, _, j2 = sch.get_loops(sq)
+    _raises(sch, lambda: sch.decompose_reduction(sq, fused),
+            r"from i_n_f inward reach some point of sqsum's axes more than once")
+    sch.decompose_reduction(sq, j2)
+    ins = random_inputs(f)
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
 def test_sampling_decision_errors():
     sch = _sch()
     i, _, _ = sch.get_loops(sch.get_block("C"))

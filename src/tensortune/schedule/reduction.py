@@ -15,13 +15,18 @@ sums the partials into ``C``.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
+
+import numpy as np
 
 from ..errors import ScheduleError, check
 from ..tir.analysis import conjunction, conjuncts
-from ..tir.arith import simplify
+from ..tir.arith import evaluate_grid, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, Var, structural_equal
-from ..tir.functor import free_vars, rewrite_stmt, substitute
+from ..tir.functor import free_vars, iter_exprs, rewrite_stmt, substitute
 from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Stmt, seq
 from .tree import (
     blocks_under,
@@ -66,6 +71,11 @@ def decompose_reduction(func: PrimFunc, name: str, var: Var) -> tuple[PrimFunc, 
               f"{what}: loop {lp.var.name} (extent {lp.extent}) encloses {name} but moves "
               f"none of its axes, so each of its iterations redoes the reduction; decompose "
               f"at a loop inside {lp.var.name}")
+    check(not _revisits(blk, path[pos:], path[:pos]),
+          f"{what}: the loops from {var.name} inward reach some point of {name}'s axes more "
+          f"than once (a loop bound through a division, as after compute_at under a fused "
+          f"consumer loop), so each visit would add to the sum again; decompose at a loop "
+          f"inside them")
     keep = [lp for lp in path[pos:] if lp.var in spat]
     vmap: dict[Var, Expr] = {lp.var: Var(lp.var.name + "_init") for lp in keep}
     dropped = {lp.var for lp in path[pos:] if lp.var not in spat}
@@ -89,6 +99,42 @@ def decompose_reduction(func: PrimFunc, name: str, var: Var) -> tuple[PrimFunc, 
                   lambda s: seq([nest, s]))
     assert body is not None
     return f2.with_body(body), init_name
+
+
+def _revisits(blk: Block, inner: Sequence[For], outer: Sequence[For]) -> bool:
+    """Whether the loops ``inner`` (the outer ones held at 0) map two of their
+    iterations where ``blk`` runs to the same values of its axes. Bindings affine in the
+    loops (splits, reorders, compute_at's own loops) are taken as one-to-one, as the
+    per-loop checks above leave them; a division or modulo (a fused loop) is counted on
+    the grid of the loops' values when it has at most ``REVISIT_POINTS`` points.
+    Otherwise assumed not: every tuned candidate is still checked against the
+    reference."""
+    loops = [lp for lp in inner if lp.extent > 1]
+    exprs = [*blk.bindings, *([blk.predicate] if blk.predicate is not None else [])]
+    moved = {lp.var for lp in loops}
+    if not any(isinstance(x, BinOp) and x.op in ("//", "%") and free_vars(x) & moved
+               for e in exprs for x in iter_exprs(e)) or \
+            math.prod(lp.extent for lp in loops) > REVISIT_POINTS:
+        return False
+    grids = np.meshgrid(*[np.arange(lp.extent) for lp in loops], indexing="ij")
+    env: dict[Var, Any] = {lp.var: np.zeros(1, np.int64) for lp in (*outer, *inner)}
+    env.update({lp.var: g.ravel() for lp, g in zip(loops, grids)})
+    n = grids[0].size
+    code = np.zeros(n, np.int64)   # the axes' values as one mixed-radix number
+    for iv, b in zip(blk.iter_vars, blk.bindings):
+        v = evaluate_grid(b, env)
+        if v is None:
+            return False
+        code = code * iv.extent + np.broadcast_to(v, (n,))
+    if blk.predicate is not None:
+        keep = evaluate_grid(blk.predicate, env)
+        if keep is None:
+            return False
+        code = code[np.broadcast_to(keep, (n,))]
+    return len(np.unique(code)) < len(code)
+
+
+REVISIT_POINTS = 1 << 16
 
 
 def _reduction_parts(blk: Block, what: str) -> tuple[BufferStore, str, Expr]:

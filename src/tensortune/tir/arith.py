@@ -12,6 +12,9 @@ Example:
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 from .expr import BinOp, Expr, FloatImm, IntImm, Not, Select, Var, as_int, is_float
 from .functor import rewrite_expr
@@ -282,3 +285,36 @@ def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     division, modulo, min/max and comparisons."""
     r = ranges or {}
     return rewrite_expr(e, lambda x: _simplify_node(x, r))
+
+
+def evaluate_grid(e: Expr, env: dict[Var, Any]) -> Any:
+    """``e`` evaluated elementwise over NumPy integer arrays (one per variable): index
+    arithmetic, comparisons and logic. None when ``e`` holds anything else (a load, a
+    float, a variable not in ``env``), so callers can fall back to a symbolic answer.
+
+    Example:
+        >>> i = Var("i")
+        >>> evaluate_grid((i + 3) // 2, {i: np.arange(4)})      # array([1, 2, 2, 3])
+    """
+    if isinstance(e, IntImm):
+        return np.asarray(int(e.value), dtype=np.int64)
+    if isinstance(e, Var):
+        return env.get(e)
+    if isinstance(e, Not):
+        a = evaluate_grid(e.a, env)
+        return None if a is None else np.logical_not(a)
+    if isinstance(e, BinOp) and e.op in _GRID_OPS and not is_float(e.dtype):
+        a, b = evaluate_grid(e.a, env), evaluate_grid(e.b, env)
+        if a is None or b is None:
+            return None
+        if e.op in ("//", "%") and np.any(b == 0):
+            return None
+        return _GRID_OPS[e.op](a, b)
+    return None
+
+
+_GRID_OPS: dict[str, Any] = {
+    "+": np.add, "-": np.subtract, "*": np.multiply, "//": np.floor_divide, "%": np.mod,
+    "min": np.minimum, "max": np.maximum, "<": np.less, "<=": np.less_equal,
+    ">": np.greater, ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal,
+    "&&": np.logical_and, "||": np.logical_or}
