@@ -19,8 +19,10 @@ from __future__ import annotations
 from ..tir.arith import affine, from_linear, linear, simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute
-from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
+from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
 from .c import CTYPE, CEmitter, c_float
+from .target import Target
+from .transpose import SHUFFLE, transposed_group, zip_helpers
 from .vmath import LANE_CALLS, POLY_CALLS, vector_math
 
 MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
@@ -44,6 +46,21 @@ def _vtype(dtype: str, w: int) -> str:
 
 
 class SimdEmitter(CEmitter):
+    def __init__(self, func: PrimFunc, target: Target) -> None:
+        super().__init__(func, target)
+        self.zips: set[tuple[str, int, int]] = set()   # (dtype, lanes, bit): transpose rounds
+
+    def stmt(self, s: Stmt, ind: int) -> None:
+        if not isinstance(s, Seq):
+            super().stmt(s, ind)
+            return
+        i = 0
+        while i < len(s.stmts):   # runs of column stores become transposed blocks
+            n = transposed_group(self, s.stmts, i, ind)
+            if not n:
+                self.stmt(s.stmts[i], ind)
+            i += max(n, 1)
+
     # ---------------------------------------------------------------- vector loops
     def vector_loop(self, s: For, ind: int) -> bool:
         dtypes = {st.buffer.dtype for st in stores_in(s.body)}
@@ -214,7 +231,7 @@ class SimdEmitter(CEmitter):
         return super().load(buf, flat)
 
     def vector_typedefs(self) -> str:
-        out = []
+        out = [SHUFFLE] if self.zips else []
         for dtype, w in sorted(self.vtypes):
             vt, ct = _vtype(dtype, w), CTYPE[dtype]
             it = "int32_t" if dtype == "float32" else "int64_t"
@@ -228,7 +245,9 @@ class SimdEmitter(CEmitter):
                 f"static inline void tt_st_{s}({ct}* p, {vt} v) {{ memcpy(p, &v, {nb}); }}\n"
                 f"static inline {vt} tt_vsel_{s}(tt_m{s} m, {vt} a, {vt} b) {{\n"
                 f"  return ({vt})((m & (tt_m{s})a) | (~m & (tt_m{s})b)); }}\n"
-                + vector_math(dtype, w))
+                + vector_math(dtype, w)
+                + "".join(zip_helpers(d, n, b) for d, n, b in sorted(self.zips)
+                          if (d, n) == (dtype, w)))
         return "\n".join(out)
 
 
