@@ -60,7 +60,10 @@ def _apply(sch: tt.Schedule, action: str, draw) -> None:
     elif action in ("parallel", "vectorize", "unroll"):
         getattr(sch, action)(loops[draw(pick)])
     elif action == "annotate":
-        sch.annotate(loops[draw(pick)], "pragma_unroll", draw(st.integers(0, 8)))
+        if draw(st.booleans()):
+            sch.annotate(loops[draw(pick)], "pragma_unroll", draw(st.integers(0, 8)))
+        else:   # gcc's pre-RA scheduling for the whole kernel
+            sch.annotate(loops[draw(pick)], "gcc_sched_pressure", draw(st.integers(0, 1)))
     elif action in ("compute_inline", "reverse_compute_inline"):
         getattr(sch, action)(blk)
     elif action in ("compute_at", "reverse_compute_at"):

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensortune as tt
+from tensortune.database import Database
 from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.search import EvolutionarySearch, SearchContext
 from tensortune.search.mutator import mutate
@@ -56,6 +57,34 @@ def test_end_to_end_tune_small_gmm(tmp_path):
     again = tt.compile(f, database=tmp_path / "t.db")
     check_close(again(*ins), evaluate(f, ins)[0])
     assert "sch.sample_perfect_tile(" in res.trace.as_python()
+
+
+def test_last_trials_rebuild_the_best_with_gcc_sched_pressure(tmp_path):
+    """With 32 trials and two variants: 30 from the search, then the two fastest
+    programs again with the pre-RA scheduling annotation on their outermost loop. Each
+    variant is a record of its own (checked, its C carrying the pragma), and
+    ``tt.compile`` of the database returns a correct kernel whichever wins."""
+    from tensortune.codegen import emit_c, lower
+    from tensortune.codegen.c import SCHED_PRAGMA
+    from tensortune.search.compile_variants import with_sched_pressure
+    from tensortune.search.records import replay
+
+    f = FUNCS["gmm"]
+    db = Database(tmp_path / "t.db")
+    res = tt.tune(f, trials=32, database=db, seed=1, sched_variants=2, retime_top=0)
+    assert res.trials == 32
+    recs = db.records(f.structural_hash(), tt.Target.host().fingerprint())
+    marked = [r for r in recs if "gcc_sched_pressure" in r.trace]
+    assert len(recs) == 32 and len(marked) == 2
+    assert all(r.ok for r in marked)
+    for r in marked:
+        sch = replay(f, r)
+        assert emit_c(lower(sch.func), tt.Target.host()).startswith(SCHED_PRAGMA)
+        assert with_sched_pressure(sch) is None   # already carries it
+    plain = [r for r in recs if r not in marked]
+    assert not emit_c(lower(replay(f, plain[0]).func), tt.Target.host()).startswith("#pragma")
+    ins = random_inputs(f)
+    check_close(tt.compile(f, database=db)(*ins), evaluate(f, ins)[0])
 
 
 def test_template_space_and_random_model(tmp_path):

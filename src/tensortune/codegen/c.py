@@ -32,7 +32,18 @@ from ..tir.expr import (
     is_float,
 )
 from ..tir.printer import Namer
-from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
+from ..tir.stmt import (
+    SCHED_PRESSURE,
+    Allocate,
+    Buffer,
+    BufferStore,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+)
 from .target import Target
 
 CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
@@ -42,6 +53,9 @@ _C_WORDS = {"int", "float", "double", "char", "long", "short", "void", "return",
             "else", "while", "do", "static", "const", "restrict", "auto", "register", "main",
             "signed", "unsigned", "struct", "union", "enum", "case", "switch", "break",
             "default", "goto", "sizeof", "typedef", "volatile", "extern", "inline"}
+
+# The flags SCHED_PRESSURE asks for, for every function after it in the file.
+SCHED_PRAGMA = '#pragma GCC optimize ("schedule-insns", "sched-pressure")'
 
 HEADER = r"""#include <stdint.h>
 #include <stdlib.h>
@@ -272,7 +286,8 @@ class CEmitter:
             self.emit(f"free({self.bufname[b]});", 1)
         self.emit("return 0;", 1)
         unpack = ", ".join(f"({CTYPE[b.dtype]}*)args[{i}]" for i, b in enumerate(f.params))
-        out = [HEADER, self.vector_typedefs(),
+        out = [*([SCHED_PRAGMA] if _sched_pressure(f.body) else []), HEADER,
+               self.vector_typedefs(),
                f"int32_t tt_kernel({', '.join(params)}) {{", *body_lines, "}",
                f"int32_t tt_packed(void** args) {{ return tt_kernel({unpack}); }}", TIMER]
         return "\n".join(out)
@@ -285,6 +300,12 @@ def _small(s: Stmt, times: int, budget: int = 64) -> bool:
     from ..tir.functor import walk
 
     return sum(1 for _ in walk(s)) * times <= budget
+
+
+def _sched_pressure(s: Stmt) -> bool:
+    from ..tir.functor import walk
+
+    return any(isinstance(x, For) and x.annotation(SCHED_PRESSURE) for x in walk(s))
 
 
 def _has_loop(s: Stmt) -> bool:

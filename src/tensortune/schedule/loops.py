@@ -21,7 +21,7 @@ from ..tir.analysis import conjunction
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, Expr, IntImm, Var
 from ..tir.functor import free_vars, rewrite_stmt, substitute
-from ..tir.stmt import Block, For, ForKind, PrimFunc, Stmt
+from ..tir.stmt import LOOP_ANNOTATIONS, Block, For, ForKind, PrimFunc, Stmt
 from .tree import blocks_under, find_loop, replace_loop
 
 
@@ -179,12 +179,14 @@ def set_kind(func: PrimFunc, var: Var, kind: ForKind) -> PrimFunc:
 
 
 def annotate(func: PrimFunc, var: Var, key: str, value: object) -> PrimFunc:
-    """Attach a code-generation hint: ``pragma_unroll=n`` asks gcc to unroll by n.
+    """Attach a code-generation hint: ``pragma_unroll=n`` asks gcc to unroll by n;
+    ``gcc_sched_pressure=1`` builds the kernel with gcc's pre-RA scheduling
+    (``tir.stmt.LOOP_ANNOTATIONS``).
 
     Before: ``for k in range(64)``;  after: ``for k in range(64, pragma_unroll=4)``.
     """
-    check(key in ("pragma_unroll",), f"annotate: unknown loop annotation {key!r}; "
-                                     "known: 'pragma_unroll' (an unroll depth)")
+    known = "; ".join(f"{k!r} ({v})" for k, v in LOOP_ANNOTATIONS.items())
+    check(key in LOOP_ANNOTATIONS, f"annotate: unknown loop annotation {key!r}; known: {known}")
     check(isinstance(value, int) and value >= 0,
           f"annotate {key}: value must be a non-negative int, got {value!r}")
 

@@ -37,8 +37,9 @@ from ..space import PostOrderApply, ScheduleFn, SpaceGenerator
 from ..tir.analysis import flop_count
 from ..tir.printer import func_str
 from ..tir.stmt import PrimFunc
+from .compile_variants import with_sched_pressure
 from .records import best_record, fresh_best, replay, retime_records
-from .search_strategy import ReplayTrace, SearchContext, SearchStrategy
+from .search_strategy import Candidate, ReplayTrace, SearchContext, SearchStrategy
 
 
 @dataclass
@@ -159,6 +160,13 @@ class TuningTask:
         if not batch:
             self.exhausted = True
             return []
+        recs = self._measure(builder, runner, batch, progress)
+        self.strategy.notify(batch, recs)
+        return recs
+
+    def _measure(self, builder: LocalBuilder, runner: LocalRunner, batch: list[Candidate],
+                 progress: Callable[[TuningRecord], None] | None) -> list[TuningRecord]:
+        """Build, check and time ``batch``; each record is stored as soon as it exists."""
         built = builder.build([BuildInput(c.sch.func) for c in batch])
         recs = []
         if self.guard is not None:
@@ -191,8 +199,25 @@ class TuningTask:
             self.history.append((self.trials, self.best_latency))
             if progress is not None:
                 progress(rec)
-        self.strategy.notify(batch, recs)
         return recs
+
+    def try_sched_pressure(self, builder: LocalBuilder, runner: LocalRunner, k: int = 3,
+                           progress: Callable[[TuningRecord], None] | None = None
+                           ) -> list[TuningRecord]:
+        """The ``k`` fastest programs built again with gcc's pre-RA scheduling
+        (``compile_variants``), each measured as a candidate of its own (a trial each)."""
+        batch = []
+        for rec in self.db.top_k(self.workload, self.fingerprint, k):
+            try:
+                sch = with_sched_pressure(replay(self.func, rec))
+            except TensorTuneError:   # a stored trace this code no longer replays
+                continue
+            if sch is not None:
+                cand = Candidate(sch, -1, {})
+                if cand.program not in self.strategy.ctx.known:
+                    self.strategy.ctx.known.add(cand.program)
+                    batch.append(cand)
+        return self._measure(builder, runner, batch, progress)
 
     def retime(self, builder: LocalBuilder, runner: LocalRunner, k: int = 5,
                rounds: int = 5) -> list[TuningRecord]:
@@ -220,7 +245,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          seed: int | None = None, timeout: float = 10.0, name: str | None = None,
          progress: Callable[[dict], None] | None = None, rewrite: bool = True,
          early_stop: float = 2.0, retime_top: int = 5, prior: bool = True,
-         load_guard: bool = True) -> TuneResult:
+         load_guard: bool = True, sched_variants: int = 3) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned.
@@ -233,7 +258,10 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     prior out when the database has too few of them). With ``load_guard`` each candidate
     is timed only once a reference kernel (the best so far) runs at its quiet speed,
     waiting up to 2 s per batch for a busy spell of a shared machine to pass
-    (``measure.LoadGuard``; ``result.waited`` says how long it waited).
+    (``measure.LoadGuard``; ``result.waited`` says how long it waited). The last
+    ``sched_variants`` trials (when ``trials`` is at least 16 times that) build the fastest
+    programs again with gcc's pre-RA scheduling (``compile_variants``); 0 leaves them to
+    the search.
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it)."""
     tgt = target or Target.host()
@@ -253,9 +281,13 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
                   "gflops": task.flops / best / 1e9 if best < float("inf") else 0.0,
                   "errors": task.errors, "elapsed": time.perf_counter() - t0, "last": rec})
 
+    variants = sched_variants if trials >= 16 * sched_variants else 0
     with LocalRunner(timeout=timeout) as runner:
-        while task.trials < trials and not task.exhausted:
-            task.step(builder, runner, min(batch_size, trials - task.trials), report)
+        while task.trials < trials - variants and not task.exhausted:
+            task.step(builder, runner, min(batch_size, trials - variants - task.trials),
+                      report)
+        if variants and task.trials:
+            task.try_sched_pressure(builder, runner, variants, report)
         if retime_top > 1 and task.trials:
             report(None, "retiming")
             task.retime(builder, runner, retime_top)

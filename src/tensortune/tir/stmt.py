@@ -83,6 +83,17 @@ class ForKind(StrEnum):
     UNROLLED = "unrolled"
 
 
+# Loop annotations the code generator reads (``Schedule.annotate`` accepts these keys).
+PRAGMA_UNROLL = "pragma_unroll"          # an unroll depth gcc is asked for on this loop
+# 1: the whole kernel is built with gcc's instruction scheduling before register
+# allocation (off at -O3 on x86). It removed 6 of CONVLAYER's 14 register moves per 48
+# FMAs; some programs ran 4% faster, others 2% slower (RESULTS.md), so it is a choice
+# made per program, and the search puts it on the outermost loop.
+SCHED_PRESSURE = "gcc_sched_pressure"
+LOOP_ANNOTATIONS = {PRAGMA_UNROLL: "an unroll depth",
+                    SCHED_PRESSURE: "1 to build the kernel with gcc's pre-RA scheduling"}
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class For(Stmt):
     var: Var
