@@ -13,10 +13,11 @@ vectorized loops whose stores sit one element apart::
 ``U`` (4, 8 or 16, at most the lanes) such siblings are one ``U x lanes`` block: its
 vectors are transposed in registers (``log2 U`` rounds of two-vector shuffles) and each
 lane's ``U`` values are stored as one short vector at ``Y[j + l * S]``. On DENSE's best
-program this took the kernel from 1548 to 1476 us (RESULTS.md). The siblings must store
-one buffer that none of them reads, and their addresses must be exactly ``k`` apart for
-every value of the enclosing loops (checked symbolically, else by evaluating them over
-the loops' ranges).
+program (``S`` = 16 floats, a strip) this took the kernel from 1548 to 1476 us
+(RESULTS.md); lanes farther apart than a cache line are left to scalar stores. The
+siblings must store one buffer that none of them reads, and their addresses must be
+exactly ``k`` apart for every value of the enclosing loops (checked symbolically, else
+by evaluating them over the loops' ranges).
 
 Example (the C for one 8 x 16 block)::
 
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
     from .simd import SimdEmitter
 
 ROWS = (16, 8, 4)       # block heights tried, largest first
+# Lanes at most this far apart: their short vectors then fill whole cache lines between
+# them. Farther apart (a conv's NCHW write-back, channels 3-12 KB apart) the transpose
+# did not pay: CONVLAYER's best kernel level, four C2D kernels 1-8% slower, and their
+# sources 28% slower to compile (RESULTS.md).
+MAX_LANE_STRIDE_BYTES = 64
 MAX_POINTS = 1 << 16    # loop-value combinations the numeric check may evaluate
 
 
@@ -98,9 +104,11 @@ def _emit(em: SimdEmitter, group: list[tuple[For, BufferStore]], dtype: str, w: 
         if em._vaccess(buf, stores[0][0], lv, w) is not None:
             raise _Skip   # contiguous across the lanes: the plain vector loop is better
         stride, bases = _lane_split(stores, lv)
-        if abs(stride) < rows or not _one_apart(bases, em.ranges):
+        size = 4 if dtype == "float32" else 8
+        if not rows <= abs(stride) <= MAX_LANE_STRIDE_BYTES // size or \
+                not _one_apart(bases, em.ranges):
             raise _Skip
-        vt, size = _vtype(dtype, w), (4 if dtype == "float32" else 8)
+        vt = _vtype(dtype, w)
         lane = Var("lane")
         em.ranges[lane] = (0, w - 1)
         saved, em.lines = em.lines, []
