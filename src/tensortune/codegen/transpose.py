@@ -68,7 +68,7 @@ def transposed_group(em: SimdEmitter, stmts: tuple[Stmt, ...], p: int, ind: int)
         return 0
     loop0, st0 = first
     dtype, lanes = st0.buffer.dtype, em.target.lanes(st0.buffer.dtype)
-    if loop0.extent % lanes:
+    if loop0.extent % lanes or not _near_lanes(em, loop0, st0):
         return 0
     run = 1
     while p + run < len(stmts) and run < max(ROWS):
@@ -86,6 +86,16 @@ def transposed_group(em: SimdEmitter, stmts: tuple[Stmt, ...], p: int, ind: int)
             continue
         return rows
     return 0
+
+
+def _near_lanes(em: SimdEmitter, loop: For, st: BufferStore) -> bool:
+    """The cheap test first (most runs of vector loops store whole vectors): whether
+    the store's lanes are 4 or more elements, and at most a cache line, apart."""
+    lin = linear(em.flat(st.buffer, st.indices))
+    if lin is None or loop.var not in lin[0]:
+        return False
+    size = 4 if st.buffer.dtype == "float32" else 8
+    return min(ROWS) <= abs(lin[0][loop.var][1]) <= MAX_LANE_STRIDE_BYTES // size
 
 
 def _emit(em: SimdEmitter, group: list[tuple[For, BufferStore]], dtype: str, w: int,
