@@ -33,6 +33,7 @@ from ..tir.expr import (
 )
 from ..tir.printer import Namer
 from ..tir.stmt import (
+    PRAGMA_UNROLL,
     SCHED_PRESSURE,
     Allocate,
     Buffer,
@@ -233,7 +234,7 @@ class CEmitter:
             return
         v = self.var(s.var)
         # One pragma per loop: C allows nothing between `omp parallel for` and its loop.
-        unroll = s.annotation("pragma_unroll")
+        unroll = s.annotation(PRAGMA_UNROLL)
         if s.kind == ForKind.PARALLEL:
             self.emit("#pragma omp parallel for schedule(static)", ind)
         elif s.kind == ForKind.VECTORIZED and not _has_loop(s.body):
@@ -286,7 +287,7 @@ class CEmitter:
             self.emit(f"free({self.bufname[b]});", 1)
         self.emit("return 0;", 1)
         unpack = ", ".join(f"({CTYPE[b.dtype]}*)args[{i}]" for i, b in enumerate(f.params))
-        out = [*([SCHED_PRAGMA] if _sched_pressure(f.body) else []), HEADER,
+        out = [*([SCHED_PRAGMA] if wants_sched_pressure(f.body) else []), HEADER,
                self.vector_typedefs(),
                f"int32_t tt_kernel({', '.join(params)}) {{", *body_lines, "}",
                f"int32_t tt_packed(void** args) {{ return tt_kernel({unpack}); }}", TIMER]
@@ -302,7 +303,9 @@ def _small(s: Stmt, times: int, budget: int = 64) -> bool:
     return sum(1 for _ in walk(s)) * times <= budget
 
 
-def _sched_pressure(s: Stmt) -> bool:
+def wants_sched_pressure(s: Stmt) -> bool:
+    """Whether a loop of ``s`` carries ``SCHED_PRESSURE`` (the kernel then gets
+    ``SCHED_PRAGMA``)."""
     from ..tir.functor import walk
 
     return any(isinstance(x, For) and x.annotation(SCHED_PRESSURE) for x in walk(s))

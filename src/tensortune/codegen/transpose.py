@@ -36,7 +36,7 @@ import numpy as np
 from ..tir.arith import evaluate_grid, linear, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, substitute
-from ..tir.stmt import BufferStore, For, ForKind, Stmt
+from ..tir.stmt import Buffer, BufferStore, For, ForKind, Stmt
 
 if TYPE_CHECKING:
     from .simd import SimdEmitter
@@ -67,25 +67,36 @@ def transposed_group(em: SimdEmitter, stmts: tuple[Stmt, ...], p: int, ind: int)
     if first is None or first[1].buffer in em.promoted or not is_float(first[1].buffer.dtype):
         return 0
     loop0, st0 = first
-    dtype, lanes = st0.buffer.dtype, em.target.lanes(st0.buffer.dtype)
+    lanes = em.target.lanes(st0.buffer.dtype)
     if loop0.extent % lanes or not _near_lanes(em, loop0, st0):
         return 0
-    run = 1
-    while p + run < len(stmts) and run < max(ROWS):
-        nxt = _store_loop(stmts[p + run])
+    group = [first]
+    while p + len(group) < len(stmts) and len(group) < min(max(ROWS), lanes):
+        nxt = _store_loop(stmts[p + len(group)])
         if nxt is None or nxt[1].buffer is not st0.buffer or nxt[0].extent != loop0.extent:
             break
-        run += 1
-    for rows in ROWS:
-        if rows > run or rows > lanes:
-            continue
-        group = [_store_loop(stmts[p + k]) for k in range(rows)]
-        try:
-            _emit(em, [g for g in group if g is not None], dtype, lanes, ind)
-        except _Skip:
-            continue
-        return rows
-    return 0
+        group.append(nxt)
+    if len(group) < min(ROWS):
+        return 0
+    lv = Var("tl")          # the siblings' lane variables, one name for all of them
+    em.ranges[lv] = (0, loop0.extent - 1)
+    try:
+        # Addresses and values of the whole run, worked out once for every block height.
+        stores = [(simplify(substitute(st0.buffer.flat_index(st.indices), {f.var: lv}),
+                            em.ranges), substitute(st.value, {f.var: lv})) for f, st in group]
+        if any(isinstance(x, BufferLoad) and x.buffer is st0.buffer
+               for _, v in stores for x in iter_exprs(v)):
+            return 0   # a sibling reads what another writes
+        stride, bases = _lane_split(stores, lv)
+        for rows in ROWS:
+            if rows <= min(len(group), abs(stride)) and _one_apart(bases[:rows], em.ranges):
+                return rows if _emit(em, st0.buffer, stores[:rows], lv, loop0.extent, lanes,
+                                     ind) else 0
+        return 0
+    except _Skip:
+        return 0
+    finally:
+        em.ranges.pop(lv, None)
 
 
 def _near_lanes(em: SimdEmitter, loop: For, st: BufferStore) -> bool:
@@ -98,57 +109,43 @@ def _near_lanes(em: SimdEmitter, loop: For, st: BufferStore) -> bool:
     return min(ROWS) <= abs(lin[0][loop.var][1]) <= MAX_LANE_STRIDE_BYTES // size
 
 
-def _emit(em: SimdEmitter, group: list[tuple[For, BufferStore]], dtype: str, w: int,
-          ind: int) -> None:
+def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var,
+          extent: int, w: int, ind: int) -> bool:
+    """The transposed block's C, one chunk of ``w`` lanes at a time; False (nothing
+    emitted) when a value has no vector form."""
     from .simd import _NoVec, _vtype
 
-    rows, buf, extent = len(group), group[0][1].buffer, group[0][0].extent
-    lv = Var("tl")          # the siblings' lane variables, one name for all of them
-    em.ranges[lv] = (0, extent - 1)
+    rows, dtype = len(stores), buf.dtype
+    vt, size = _vtype(dtype, w), (4 if dtype == "float32" else 8)
+    lane = Var("lane")
+    em.ranges[lane] = (0, w - 1)
+    saved, em.lines = em.lines, []
     try:
-        stores = [(simplify(substitute(buf.flat_index(st.indices), {f.var: lv}), em.ranges),
-                   substitute(st.value, {f.var: lv})) for f, st in group]
-        if any(isinstance(x, BufferLoad) and x.buffer is buf
-               for _, v in stores for x in iter_exprs(v)):
-            raise _Skip   # a sibling reads what another writes
-        if em._vaccess(buf, stores[0][0], lv, w) is not None:
-            raise _Skip   # contiguous across the lanes: the plain vector loop is better
-        stride, bases = _lane_split(stores, lv)
-        size = 4 if dtype == "float32" else 8
-        if not rows <= abs(stride) <= MAX_LANE_STRIDE_BYTES // size or \
-                not _one_apart(bases, em.ranges):
-            raise _Skip
-        vt = _vtype(dtype, w)
-        lane = Var("lane")
-        em.ranges[lane] = (0, w - 1)
-        saved, em.lines = em.lines, []
-        try:
-            for c in range(extent // w):
-                at = BinOp("+", IntImm(c * w), lane, "int32")
-                vals = [em._vec(simplify(substitute(v, {lv: at}), em.ranges), lane, dtype, w)
-                        for _, v in stores]
-                em.emit("{ " + " ".join(f"{vt} t{k} = {v};" for k, v in enumerate(vals)), ind)
-                b = 1
-                while b < rows:
-                    for r in range(rows):
-                        if not r & b:
-                            em.emit(f"  tt_zip{b}_{vt[3:]}(&t{r}, &t{r + b});", ind)
-                    b *= 2
-                for r, q in itertools.product(range(rows), range(w // rows)):
-                    addr = simplify(substitute(stores[0][0], {lv: IntImm(c * w + q * rows + r)}),
-                                    em.ranges)
-                    em.emit(f"  memcpy(&{em.bufname[buf]}[{em.expr(addr)}], "
-                            f"(const char*)&t{r} + {q * rows * size}, {rows * size});", ind)
-                em.emit("}", ind)
-        except _NoVec:
-            raise _Skip from None
-        finally:
-            out, em.lines = em.lines, saved
-        em.lines.extend(out)
-        em.vtypes.add((dtype, w))
-        em.zips.update((dtype, w, 1 << i) for i in range(rows.bit_length() - 1))
+        for c in range(extent // w):
+            at = BinOp("+", IntImm(c * w), lane, "int32")
+            vals = [em._vec(simplify(substitute(v, {lv: at}), em.ranges), lane, dtype, w)
+                    for _, v in stores]
+            em.emit("{ " + " ".join(f"{vt} t{k} = {v};" for k, v in enumerate(vals)), ind)
+            b = 1
+            while b < rows:
+                for r in range(rows):
+                    if not r & b:
+                        em.emit(f"  tt_zip{b}_{vt[3:]}(&t{r}, &t{r + b});", ind)
+                b *= 2
+            for r, q in itertools.product(range(rows), range(w // rows)):
+                addr = simplify(substitute(stores[0][0], {lv: IntImm(c * w + q * rows + r)}),
+                                em.ranges)
+                em.emit(f"  memcpy(&{em.bufname[buf]}[{em.expr(addr)}], "
+                        f"(const char*)&t{r} + {q * rows * size}, {rows * size});", ind)
+            em.emit("}", ind)
+    except _NoVec:
+        return False
     finally:
-        em.ranges.pop(lv, None)
+        out, em.lines = em.lines, saved
+    em.lines.extend(out)
+    em.vtypes.add((dtype, w))
+    em.zips.update((dtype, w, 1 << i) for i in range(rows.bit_length() - 1))
+    return True
 
 
 def _lane_split(stores: list[tuple[Expr, Expr]], lv: Var) -> tuple[int, list[Expr]]:

@@ -27,7 +27,7 @@ from ..codegen.target import Target
 from ..tir.arith import affine
 from ..tir.expr import BinOp, BufferLoad, Call
 from ..tir.functor import iter_exprs, walk_with_loops
-from ..tir.stmt import Allocate, BufferStore, For, ForKind, PrimFunc
+from ..tir.stmt import PRAGMA_UNROLL, Allocate, BufferStore, For, ForKind, PrimFunc
 
 _KINDS = (ForKind.SERIAL, ForKind.PARALLEL, ForKind.VECTORIZED, ForKind.UNROLLED)
 BASE = 26
@@ -64,7 +64,7 @@ def _store_vector(st: BufferStore, path: tuple[For, ...], loads: list[BufferLoad
             for lp in path[-(k + 1):]:
                 span += abs(aff[0].get(lp.var, 0)) * (lp.extent - 1)
             footprint[k] += _log(span * 4)
-    pragma = inner.annotation("pragma_unroll", 0) if inner is not None else 0
+    pragma = inner.annotation(PRAGMA_UNROLL, 0) if inner is not None else 0
     kind = [1.0 if inner is not None and inner.kind == k else 0.0 for k in _KINDS]
     return [_log(iters), *[_log(x) for x in by_kind], _log(inner.extent if inner else 1),
             *kind, float(ops), float(calls), _log(iters * (ops + calls)), float(len(loads)),

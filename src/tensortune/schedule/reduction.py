@@ -101,12 +101,16 @@ def decompose_reduction(func: PrimFunc, name: str, var: Var) -> tuple[PrimFunc, 
     return f2.with_body(body), init_name
 
 
+REVISIT_POINTS = 1 << 16   # grid points _revisits counts; beyond, it answers no
+
+
 def _revisits(blk: Block, inner: Sequence[For], outer: Sequence[For]) -> bool:
     """Whether the loops ``inner`` (the outer ones held at 0) map two of their
-    iterations where ``blk`` runs to the same values of its axes. Bindings affine in the
-    loops (splits, reorders, compute_at's own loops) are taken as one-to-one, as the
-    per-loop checks above leave them; a division or modulo (a fused loop) is counted on
-    the grid of the loops' values when it has at most ``REVISIT_POINTS`` points.
+    iterations where ``blk`` runs to the same values of its axes. Bindings without a
+    division or modulo of these loops (splits, reorders, compute_at's own loops) are
+    taken as one-to-one, as the per-loop checks above leave them; with one (a fused
+    loop) the visits are counted on the grid of the loops' values when it has at most
+    ``REVISIT_POINTS`` points.
     Otherwise assumed not: every tuned candidate is still checked against the
     reference."""
     loops = [lp for lp in inner if lp.extent > 1]
@@ -132,9 +136,6 @@ def _revisits(blk: Block, inner: Sequence[For], outer: Sequence[For]) -> bool:
             return False
         code = code[np.broadcast_to(keep, (n,))]
     return len(np.unique(code)) < len(code)
-
-
-REVISIT_POINTS = 1 << 16
 
 
 def _reduction_parts(blk: Block, what: str) -> tuple[BufferStore, str, Expr]:

@@ -18,17 +18,17 @@ Example:
 
 from __future__ import annotations
 
+from ..codegen.c import wants_sched_pressure
 from ..schedule import Schedule
 from ..schedule.tree import iter_blocks
-from ..tir.functor import walk
-from ..tir.stmt import SCHED_PRESSURE, For, ForKind
+from ..tir.stmt import SCHED_PRESSURE, ForKind
 
 
 def with_sched_pressure(sch: Schedule) -> Schedule | None:
     """``sch`` with ``SCHED_PRESSURE`` on the outermost loop of its first nest, recorded
     in its trace; None when it has the annotation already or that loop is unrolled or
     vectorized (lowering expands an unrolled loop only while it carries no annotation)."""
-    if any(isinstance(s, For) and s.annotation(SCHED_PRESSURE) for s in walk(sch.func.body)):
+    if wants_sched_pressure(sch.func.body):
         return None
     first = next(iter_blocks(sch.func.body), None)
     if first is None or not first[1]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..schedule import LoopRV, Schedule
 from ..schedule.tree import children, iter_blocks, readers, writes
-from ..tir.stmt import For, ForKind
+from ..tir.stmt import PRAGMA_UNROLL, For, ForKind
 from .schedule_rule import loop_kinds
 
 
@@ -110,7 +110,7 @@ class ParallelVectorizeUnroll:
                 pass
         reds = [lp for lp, k in kinds if k == "R" and sch.get(lp).kind == ForKind.SERIAL]
         if reds:
-            sch.annotate(reds[-1], "pragma_unroll", unroll)
+            sch.annotate(reds[-1], PRAGMA_UNROLL, unroll)
 
     @staticmethod
     def _is_partial(sch: Schedule, name: str) -> bool:
