@@ -21,6 +21,7 @@ from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_fl
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
 from .c import CTYPE, CEmitter, c_float
+from .gather import gathered_copy
 from .target import Target
 from .transpose import SHUFFLE, transposed_group, zip_helpers
 from .vmath import LANE_CALLS, POLY_CALLS, vector_math
@@ -60,6 +61,12 @@ class SimdEmitter(CEmitter):
             if not n:
                 self.stmt(s.stmts[i], ind)
             i += max(n, 1)
+
+    def loop(self, s: For, ind: int) -> None:
+        # A copy gathering across rows goes through transposed blocks (gather.py).
+        if s.kind == ForKind.SERIAL and gathered_copy(self, s, ind):
+            return
+        super().loop(s, ind)
 
     # ---------------------------------------------------------------- vector loops
     def vector_loop(self, s: For, ind: int) -> bool:

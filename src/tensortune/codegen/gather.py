@@ -1,0 +1,144 @@
+"""Gathered copies through an in-register transpose.
+
+A packed copy that moves an axis into the vector lanes reads its source across rows: a
+conv's weight pack ``w_global[co // 16, ci, kh, kw, co % 16] = w[co, ci, kh, kw]`` loads
+each lane 1152 floats from its neighbour, DENSE's X pack and TBG's K pack 768. gcc emits
+such a vectorized loop as 16 scalar loads per vector. The loops around it walk the source
+contiguously, though, so ``U`` of their iterations (4, 8 or 16) read a ``U x lanes``
+block whose rows, one per lane, are contiguous::
+
+    for ci, kh, kw:                                         # t = ci * 9 + kh * 3 + kw
+        for l in vectorized(16): dst[D + 16 * t + l] = w[B + 1152 * l + t]
+
+becomes a loop over blocks of ``U`` values of ``t``: one (short) vector load per lane,
+``log2 U`` rounds of two-vector shuffles (``transpose.zip_helpers``, the rounds that
+transpose a block of stores, which undo themselves), and ``U`` whole-vector stores. By
+hand on CONVLAYER's best kernel the weight pack took 10 of its 20 us less (RESULTS.md).
+
+The loops ``F_j .. F_k`` above the vectorized one must be serial, perfectly nested and
+flatten to one index in both addresses: the source's coefficient of ``F_k`` is 1, the
+destination's anything, and each outer coefficient is the next loop's extent times the
+next loop's coefficient, in both. The value must be the load alone, from another buffer.
+
+Example (the C of one 16 x 16 block, ``t`` the block index)::
+
+    { tt_f32x16 t0 = tt_ld_f32x16(&w[B + 0 * 1152 + t * 16]); ...   # one row per lane
+      tt_zip1_f32x16(&t0, &t1); ...                                 # four rounds
+      tt_st_f32x16(&dst[D + 16 * (t * 16 + 0)], t0); ... }
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from ..tir.arith import from_linear, linear, simplify
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, is_float
+from ..tir.functor import free_vars
+from ..tir.stmt import BufferStore, For, ForKind
+
+if TYPE_CHECKING:
+    from .simd import SimdEmitter
+
+ROWS = (16, 8, 4)     # block heights tried, largest first (at most the lanes)
+
+
+def _chain(s: For) -> tuple[list[For], For, BufferStore] | None:
+    """The serial loops from ``s`` down to a vectorized loop around one store."""
+    loops: list[For] = []
+    while isinstance(s, For) and s.kind == ForKind.SERIAL and not s.annotations:
+        loops.append(s)
+        s = s.body  # type: ignore[assignment]
+    if not loops or not isinstance(s, For) or s.kind != ForKind.VECTORIZED \
+            or not isinstance(s.body, BufferStore):
+        return None
+    return loops, s, s.body
+
+
+def _split(flat: Expr, loops: list[For], lane: Var) -> tuple[list[int], int, Expr] | None:
+    """(coefficient of each chain loop, of the lane, the rest) of an address, None when a
+    chain loop or the lane appears inside a non-affine term."""
+    lin = linear(flat)
+    if lin is None:
+        return None
+    keys = {f.var for f in loops} | {lane}
+    rest = {k: t for k, t in lin[0].items() if k not in keys}
+    if any(keys & free_vars(x) for x, _ in rest.values()):
+        return None
+    coefs = [lin[0].get(f.var, (f.var, 0))[1] for f in loops]
+    return coefs, lin[0].get(lane, (lane, 0))[1], from_linear((rest, lin[1]))
+
+
+def _flattens(coefs: list[int], loops: list[For]) -> bool:
+    return all(coefs[i] == loops[i + 1].extent * coefs[i + 1] for i in range(len(loops) - 1))
+
+
+def gathered_copy(em: SimdEmitter, s: For, ind: int) -> bool:
+    """Emit the nest ``s`` as transposed blocks if it is a gathered copy (see the module
+    docstring); False, with nothing emitted, when it is not."""
+    found = _chain(s)
+    if found is None:
+        return False
+    loops, vec, st = found
+    src = st.value
+    dtype = st.buffer.dtype
+    if not isinstance(src, BufferLoad) or src.buffer is st.buffer or src.dtype != dtype \
+            or not is_float(dtype) or st.buffer in em.promoted or src.buffer in em.promoted:
+        return False
+    lanes = em.target.lanes(dtype)
+    if vec.extent != lanes:
+        return False
+    for f in (*loops, vec):
+        em.ranges[f.var] = (0, f.extent - 1)
+    d = _split(em.flat(st.buffer, st.indices), loops, vec.var)
+    r = _split(em.flat(src.buffer, src.indices), loops, vec.var)
+    if d is None or r is None:
+        return False
+    (dco, dlane, dbase), (sco, stride, sbase) = d, r
+    if dlane != 1 or sco[-1] != 1 or abs(stride) < 2 or dco[-1] == 0 \
+            or not _flattens(dco, loops) or not _flattens(sco, loops):
+        return False
+    total = 1
+    for f in loops:
+        total *= f.extent
+    rows = next((u for u in ROWS if u <= lanes and total % u == 0), None)
+    if rows is None:
+        return False
+    _emit(em, st.buffer.dtype, (em.bufname[st.buffer], dbase, dco[-1]),
+          (em.bufname[src.buffer], sbase, stride), total // rows, rows, lanes, ind)
+    return True
+
+
+def _emit(em: SimdEmitter, dtype: str, dst: tuple[str, Expr, int], src: tuple[str, Expr, int],
+          blocks: int, rows: int, lanes: int, ind: int) -> None:
+    from .simd import _vtype
+
+    vt, size = _vtype(dtype, lanes), (4 if dtype == "float32" else 8)
+    t = Var("blk")
+    name = em.var(t)
+    em.ranges[t] = (0, blocks - 1)
+    dname, dbase, dstep = dst
+    sname, sbase, stride = src
+    em.emit(f"for (int32_t {name} = 0; {name} < {blocks}; ++{name}) {{", ind)
+    em.emit(f"  {vt} " + ", ".join(f"t{r}" for r in range(rows)) + ";", ind)
+    first = BinOp("*", t, IntImm(rows), "int32")
+    # Row r, chunk q holds lane q * rows + r's values for the block's ``rows`` indices.
+    for r, q in itertools.product(range(rows), range(lanes // rows)):
+        at = simplify(BinOp("+", sbase, BinOp("+", IntImm(stride * (q * rows + r)), first,
+                                              "int32"), "int32"), em.ranges)
+        em.emit(f"  memcpy((char*)&t{r} + {q * rows * size}, &{sname}[{em.expr(at)}], "
+                f"{rows * size});", ind)
+    b = 1
+    while b < rows:
+        for r in range(rows):
+            if not r & b:
+                em.emit(f"  tt_zip{b}_{vt[3:]}(&t{r}, &t{r + b});", ind)
+        b *= 2
+    for k in range(rows):
+        at = simplify(BinOp("+", dbase, BinOp("*", BinOp("+", first, IntImm(k), "int32"),
+                                              IntImm(dstep), "int32"), "int32"), em.ranges)
+        em.emit(f"  tt_st_{vt[3:]}(&{dname}[{em.expr(at)}], t{k});", ind)
+    em.emit("}", ind)
+    em.ranges.pop(t, None)
+    em.vtypes.add((dtype, lanes))
+    em.zips.update((dtype, lanes, 1 << i) for i in range(rows.bit_length() - 1))
