@@ -7,13 +7,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensortune as tt
+from tensortune.codegen import lower
+from tensortune.codegen.c import emit_c
 from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.schedule.tree import iter_blocks
 from tensortune.space import MultiLevelTiling, PostOrderApply, sample
 from tensortune.space.layout import layout_choices, permutation_map, set_aliased, strip_map
 from tensortune.tir.stmt import Buffer
 
-GEN = PostOrderApply.default(tt.Target.host())
+TARGET = tt.Target.host()
+GEN = PostOrderApply.default(TARGET)
 FUNCS = {"c2d": tt.workloads.get("c2d", small=True),
          "dense": tt.workloads.get("dense", small=True),
          "gmm": tt.workloads.get("gmm", M=24, N=40, K=12),
@@ -129,8 +132,9 @@ def test_rows_a_multiple_of_an_l1_way_apart_are_set_aliased():
 
 def test_tile_rows_sharing_an_l1_set_are_written_through_strips():
     """DENSE with the rows in the lanes writes its tile into a copy laid out in strips;
-    a root nest then adds the bias, applies the ReLU and stores to the output in whole
-    vectors. The columns' space, and a conv's channels (rows 12544 bytes apart), write
+    a nest under the outer tile loop then adds the bias, applies the ReLU and stores that
+    tile's strips to the output in vectors, so the copy is one outer tile's strips, on
+    the stack. The columns' space, and a conv's channels (rows 12544 bytes apart), write
     the output from the tile."""
     gen = PostOrderApply([MultiLevelTiling(lanes=8)])
     f = FUNCS["dense_staged"]
@@ -144,10 +148,18 @@ def test_tile_rows_sharing_an_l1_set_are_written_through_strips():
     sch = next(s for s in (sample(f, spaces[1], seed, GEN.postprocs) for seed in range(20))
                if s is not None)
     text = str(sch.func)
-    # the tile stores plain sums; the copy is a root nest over whole vectors, contiguous
-    # on both sides, with the fused epilogue
+    # the tile stores plain sums; the copy is vectorized along its columns, contiguous
+    # on both sides, with the fused epilogue, inside the tile's nest
     assert re.search(r"matmul_global\[\w+ // 8, \w+, \w+ % 8\] = matmul_local\[", text)
-    assert re.search(r"for \w+ in vectorized\(8\):\n\s+with block\(\"matmul_global\"", text)
+    assert re.search(r"for \w+ in vectorized\(\d+\):\n\s+with block\(\"matmul_global\"", text)
+    nests = re.split(r"\n(?=    for )", text)   # the root loop nests
+    copy_nest = next(n for n in nests if 'with block("matmul_global"' in n)
+    assert 'with block("matmul_local"' in copy_nest
+    whole = 32 * 1024
+    sizes = [re.search(r"float matmul_global\[(\d+)\]", emit_c(lower(s.func), TARGET))
+             for s in (sample(f, spaces[1], seed, GEN.postprocs) for seed in range(8))
+             if s is not None]
+    assert any(m is not None and int(m.group(1)) < whole for m in sizes)
     assert re.search(r"Y\[(\w+), (\w+)\] = max\(matmul_global\[\2 // 8, \1, \2 % 8\] "
                      r"\+ bias\[\2\], 0\.0\)", text)
     # and it computes what the reference does, with an epilogue (DENSE) and without (GMM:

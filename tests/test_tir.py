@@ -1,6 +1,9 @@
 """The loop IR: verifier, simplifier, printer."""
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tensortune as tt
 from tensortune.tir import Block, BufferStore, For, IterVar, PrimFunc, Var, verify
@@ -84,3 +87,35 @@ def test_memoized_analyses_match_a_fresh_walk():
     assert isinstance(outer, For)
     inner = [(b.name, [lp.var.name for lp in p]) for b, p in iter_blocks(outer.body, (outer,))]
     assert inner == after
+
+
+@settings(max_examples=60, deadline=None)
+@given(outer_coef=st.integers(1, 64), coefs=st.lists(st.integers(-9, 9), min_size=1,
+                                                      max_size=2),
+       extents=st.lists(st.integers(1, 6), min_size=2, max_size=2), const=st.integers(0, 40),
+       c=st.sampled_from([2, 8, 16]))
+def test_the_region_of_a_strip_index_covers_every_value(outer_coef, coefs, extents, const, c):
+    """``(k X + sum(a_i y_i) + b) // c``, X outer: for every X the region (start, extent)
+    holds every value the inner loops produce, and spans at most one strip more than
+    those values need; the buffer a strip copy compacts to is sized from it."""
+    from tensortune.tir.analysis import region
+    from tensortune.tir.arith import evaluate_grid
+    from tensortune.tir.expr import BinOp, IntImm
+
+    x = Var("x")
+    ys = [Var(f"y{i}") for i in range(len(coefs))]
+    e: object = BinOp("*", x, IntImm(outer_coef), "int32")
+    for y, k in zip(ys, coefs):
+        e = BinOp("+", e, BinOp("*", y, IntImm(k), "int32"), "int32")
+    e = BinOp("//", BinOp("+", e, IntImm(const + 9 * 6 * 2), "int32"), IntImm(c), "int32")
+    inner = {y: (0, n - 1) for y, n in zip(ys, extents)}
+    ranges = {x: (0, 7), **inner}
+    start, ext, _ = region(e, inner, ranges)
+    for xv in range(8):
+        env = {x: np.array([xv])}
+        lo = int(np.atleast_1d(evaluate_grid(start, env))[0])
+        grid = np.meshgrid(*[np.arange(n) for n in extents[:len(ys)]], indexing="ij")
+        vals = np.atleast_1d(evaluate_grid(e, {x: np.full(grid[0].size, xv),
+                                               **{y: g.ravel() for y, g in zip(ys, grid)}}))
+        assert lo <= vals.min() and vals.max() < lo + ext
+        assert ext <= vals.max() - vals.min() + 2

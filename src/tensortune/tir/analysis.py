@@ -11,7 +11,7 @@ Example:
 
 from __future__ import annotations
 
-from .arith import Ranges, bound, linear, simplify
+from .arith import Ranges, bound, from_linear, linear, simplify
 from .expr import BinOp, Expr, IntImm, Var, as_int
 from .functor import free_vars, substitute
 
@@ -77,10 +77,41 @@ def region(idx: Expr, inner: Ranges, ranges: Ranges) -> tuple[Expr, int, bool]:
             lo += min(k * a, k * b)
             ext += abs(k) * (b - a)
         return simplify(BinOp("+", outer, IntImm(lo), "int32"), ranges), ext, True
+    shrunk = _divided(e, inner, ranges)
+    if shrunk is not None:
+        return shrunk
     bnd = bound(idx, ranges)
     if bnd is None:
         raise ValueError(f"cannot bound index {idx}")
     return IntImm(bnd[0]), bnd[1] - bnd[0] + 1, False
+
+
+def _divided(e: Expr, inner: Ranges, ranges: Ranges) -> tuple[Expr, int, bool] | None:
+    """The region of ``a // c`` (a strip index) from the region of ``a``: a superset
+    (marked inexact), but per iteration of the outer loops. A strip copy placed under its
+    tile loop then spans that tile's strips, not all of them, and fits on the stack.
+    When the start's outer terms are multiples of ``c``, ``(c X + k) // c = X + k // c``;
+    otherwise the start is ``(X + k) // c`` and the extent one strip more."""
+    if not (isinstance(e, BinOp) and e.op == "//" and isinstance(e.b, IntImm)
+            and e.b.value > 0):
+        return None
+    c = e.b.value
+    parts = _split(e.a, inner)
+    if parts is None:
+        return None
+    lo = hi = 0
+    for v, k in parts[1].items():
+        a, b = inner[v]
+        lo, hi = lo + min(k * a, k * b), hi + max(k * a, k * b)
+    lin = linear(simplify(parts[0], ranges))
+    if lin is not None and not any(k % c for _, k in lin[0].values()):
+        base = {key: (x, k // c) for key, (x, k) in lin[0].items()}
+        first = lin[1] + lo
+        return (simplify(from_linear((base, first // c)), ranges),
+                (lin[1] + hi) // c - first // c + 1, False)
+    start = simplify(BinOp("//", BinOp("+", parts[0], IntImm(lo), "int32"), e.b, "int32"),
+                     ranges)
+    return start, (c - 1 + hi - lo) // c + 1, False
 
 
 def is_dense(idx: Expr, inner: Ranges, ranges: Ranges) -> bool:
