@@ -42,3 +42,21 @@ def test_out_aliasing_input_is_rejected():
     (x,) = random_inputs(f)
     with pytest.raises(tt.KernelArgumentError, match="overlaps argument 0"):
         k(x, out=x)
+
+
+def test_a_long_vectorized_row_loops_over_its_chunks():
+    """A vectorized loop of more than 16 vectors (a whole output row copied from its
+    strips) is a C loop over vector chunks, not one statement per chunk, and computes
+    what the reference does."""
+    from tensortune import te
+
+    lanes = tt.Target.host().lanes("float32")
+    a = te.placeholder((3, 64 * lanes), name="a")
+    out = te.compute((3, 64 * lanes), lambda i, j: a[i, j] * 2.0 + 1.0, name="out")
+    f = te.create_func([a, out], name="row")
+    sch = tt.Schedule(f)
+    sch.vectorize(sch.get_loops(sch.get_block("out"))[-1])
+    kernel = tt.build(sch)
+    assert "j_c < 64;" in kernel.source and kernel.source.count("tt_st_") <= 2
+    (x,) = random_inputs(f)
+    np.testing.assert_allclose(kernel(x), evaluate(f, [x])[0], rtol=1e-6)

@@ -10,10 +10,10 @@ import tensortune as tt
 from tensortune.codegen import lower
 from tensortune.codegen.c import emit_c
 from tensortune.reference import check_close, evaluate, random_inputs
-from tensortune.schedule.tree import iter_blocks
+from tensortune.schedule.tree import find_block, iter_blocks
 from tensortune.space import MultiLevelTiling, PostOrderApply, sample
 from tensortune.space.layout import layout_choices, permutation_map, set_aliased, strip_map
-from tensortune.tir.stmt import Buffer
+from tensortune.tir.stmt import Buffer, ForKind
 
 TARGET = tt.Target.host()
 GEN = PostOrderApply.default(TARGET)
@@ -175,6 +175,21 @@ def test_tile_rows_sharing_an_l1_set_are_written_through_strips():
                 assert f"{buf}[" in str(sch.func)
                 check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
         assert kept, name
+    # The copy runs in parallel, also under outer tile loops of one iteration (both
+    # tile draws with a first factor of 1: the tile walk runs in parallel below them).
+    f = FUNCS["dense_staged"]
+    ins = random_inputs(f)
+    space = SPACES["dense_staged"][1]
+    tiles = [i for i, inst in enumerate(space.insts) if inst.kind.startswith("sample_")
+             and "tile" in inst.kind and dict(inst.attrs).get("n") == 4]
+    fixed = {tiles[0]: [1, 147, 1, 7], tiles[1]: [1, 1, 1, 32]}
+    for seed in range(4):
+        sch = sample(f, space, seed, GEN.postprocs, decisions=fixed)
+        assert sch is not None
+        path = find_block(sch.func, "matmul_global")[1]
+        assert path[0].extent == 1
+        assert any(lp.kind == ForKind.PARALLEL for lp in path), seed
+        check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
 
 
 def test_a_pack_the_outermost_tile_loop_indexes_is_made_inside_it():

@@ -27,6 +27,7 @@ from .transpose import SHUFFLE, transposed_group, zip_helpers
 from .vmath import LANE_CALLS, POLY_CALLS, vector_math
 
 MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
+MAX_INLINE_CHUNKS = 16  # a vectorized loop of more chunks than this loops over them
 # A promoted tile may take a quarter more vector variables than the register file (40 on
 # AVX-512, measured fastest there; 20 on AVX2): beyond that gcc spills and compiles slowly.
 
@@ -81,10 +82,24 @@ class SimdEmitter(CEmitter):
         self.ranges[lane] = (0, w - 1)
         saved = self.lines
         self.lines = []
+        chunks = s.extent // w
         try:
-            for c in range(s.extent // w):
-                body = _subst(s.body, {s.var: BinOp("+", IntImm(c * w), lane, "int32")})
-                self._vstmt(body, lane, dtype, w, ind)
+            touched = {st.buffer for st in stores_in(s.body)} | {
+                x.buffer for x in loads_in(s.body)}
+            if chunks > MAX_INLINE_CHUNKS and not touched & set(self.promoted):
+                # A long row (a whole output row copied from its strips) loops over its
+                # chunks: 192 of them inline took gcc 2 s to compile.
+                c = Var(f"{s.var.name}_c")
+                self.ranges[c] = (0, chunks - 1)
+                cv = self.var(c)
+                self.emit(f"for (int32_t {cv} = 0; {cv} < {chunks}; ++{cv}) {{", ind)
+                at = BinOp("+", BinOp("*", c, IntImm(w), "int32"), lane, "int32")
+                self._vstmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)
+                self.emit("}", ind)
+            else:
+                for k in range(chunks):
+                    body = _subst(s.body, {s.var: BinOp("+", IntImm(k * w), lane, "int32")})
+                    self._vstmt(body, lane, dtype, w, ind)
         except _NoVec:
             self.lines = saved
             return self._scalar_unroll_if_promoted(s, ind)

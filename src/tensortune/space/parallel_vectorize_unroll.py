@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import LoopRV, Schedule
-from ..schedule.tree import children, iter_blocks, readers, writes
+from ..schedule.tree import children, find_block, iter_blocks, readers, writes
+from ..tir.functor import walk
 from ..tir.stmt import PRAGMA_UNROLL, For, ForKind
 from .schedule_rule import loop_kinds
 
@@ -38,9 +39,14 @@ class ParallelVectorizeUnroll:
             # The first block decides, unless its outer loops are not its own spatial
             # loops (a packed copy placed inside a tile walk does not move with the row
             # loop around it): then the next block that can run its nest in parallel.
+            # A block left outside that parallel loop (DENSE's strip copy beside the
+            # tile nest, under outer tile loops of one iteration) gets its own.
+            done = False
             for name in [b.name for b, _ in iter_blocks(top)]:
-                if self._parallel(sch, name, max_jobs):
-                    break
+                if done and any(lp.kind == ForKind.PARALLEL
+                                for lp in find_block(sch.func, name)[1]):
+                    continue
+                done = self._parallel(sch, name, max_jobs) or done
         for name in [b.name for b, _ in iter_blocks(sch.func.body)]:
             self._vectorize_unroll(sch, name, unroll)
         return sch
@@ -54,14 +60,18 @@ class ParallelVectorizeUnroll:
             # outer tile loop, attention's heads, when its tile factor is 1) are passed
             # over: the nest below them can still run in parallel.
             skip = 0
-            while skip < len(kinds) and kinds[skip][1] == "S" and \
+            # (A loop of one iteration binds nothing: "X" for a block whose bindings
+            # lost it, as a strip copy's under outer tile loops of extent 1.)
+            while skip < len(kinds) and kinds[skip][1] in ("S", "X") and \
                     sch.get(kinds[skip][0]).extent == 1 and \
                     sch.get(kinds[skip][0]).kind == ForKind.SERIAL:
                 skip += 1
             if skip:
                 chain, extent = self._chain(sch, kinds[skip:], max_jobs)
-        if not chain or extent < 2:
-            return False
+        if not chain or extent < 2 or any(
+                isinstance(x, For) and x.kind == ForKind.PARALLEL
+                for lp in chain for x in walk(sch.get(lp).body)):
+            return False   # nothing to share out, or it would nest parallel loops
         try:
             fused = sch.fuse(*chain) if len(chain) > 1 else chain[0]
             sch.parallel(fused)
