@@ -65,20 +65,11 @@ def test_a_reordered_walk_or_a_computed_value_keeps_the_plain_loop():
     assert "tt_zip" not in _run(g, sch, seed=8)
 
 
-def test_a_gathered_pack_in_a_tuned_space_is_transposed():
+def test_a_gathered_pack_in_a_tuned_space_is_transposed(drawn_sources):
     """TBG's K pack (each lane ``h * d`` floats from its neighbour) in drawn programs of
     the default spaces: some go through the transpose, and every draw is correct."""
-    from tensortune.space import PostOrderApply, sample
+    from tensortune.space import PostOrderApply
 
-    gen = PostOrderApply.default(TARGET)
     f = tt.workloads.get("tbg", s=2 * LANES, h=2, d=16)
-    ins = random_inputs(f)
-    transposed = 0
-    for space in gen.generate(f):
-        for seed in range(6):
-            sch = sample(f, space, seed, gen.postprocs)
-            if sch is None:
-                continue
-            transposed += "tt_zip1_" in emit_c(lower(sch.func), TARGET)
-            check_close(tt.build(sch)(*[np.copy(x) for x in ins]), evaluate(f, ins)[0])
-    assert transposed
+    spaces = PostOrderApply.default(TARGET).generate(f)
+    assert any("tt_zip1_" in src for src in drawn_sources(f, spaces, 6))

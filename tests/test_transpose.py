@@ -95,24 +95,15 @@ def test_one_apart_sees_through_strip_divisions():
     assert not _one_apart([strip(k) for k in range(8)], {})  # j's range unknown
 
 
-def test_dense_strip_write_backs_are_transposed_and_exact():
+def test_dense_strip_write_backs_are_transposed_and_exact(drawn_sources):
     """DENSE with output rows 4 KiB apart, its rows in the lanes (space 1): draws whose
     register tile has 4 or more columns write it through the transpose, and every draw
     computes what the reference does."""
-    from tensortune.space import PostOrderApply, sample
+    from tensortune.space import PostOrderApply
 
-    gen = PostOrderApply.default(TARGET)
     f = tt.workloads.get("dense", M=2 * LANES, K=8, N=1024)
-    space = gen.generate(f)[1]
-    ins = random_inputs(f)
-    transposed = 0
-    for seed in range(12):
-        sch = sample(f, space, seed, gen.postprocs)
-        if sch is None:
-            continue
-        transposed += "tt_zip1_" in emit_c(lower(sch.func), TARGET)
-        check_close(tt.build(sch)(*[np.copy(x) for x in ins]), evaluate(f, ins)[0])
-    assert transposed
+    space = PostOrderApply.default(TARGET).generate(f)[1]
+    assert any("tt_zip1_" in src for src in drawn_sources(f, [space], 12))
 
 
 def test_lanes_far_apart_keep_scalar_stores():

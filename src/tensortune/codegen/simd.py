@@ -16,7 +16,7 @@ Example (the inner loops of a register-tiled matmul)::
 
 from __future__ import annotations
 
-from ..tir.arith import affine, from_linear, linear, simplify
+from ..tir.arith import affine, linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
@@ -84,9 +84,7 @@ class SimdEmitter(CEmitter):
         self.lines = []
         chunks = s.extent // w
         try:
-            touched = {st.buffer for st in stores_in(s.body)} | {
-                x.buffer for x in loads_in(s.body)}
-            if chunks > MAX_INLINE_CHUNKS and not touched & set(self.promoted):
+            if chunks > MAX_INLINE_CHUNKS and not _touched(s.body) & set(self.promoted):
                 # A long row (a whole output row copied from its strips) loops over its
                 # chunks: 192 of them inline took gcc 2 s to compile.
                 c = Var(f"{s.var.name}_c")
@@ -110,9 +108,7 @@ class SimdEmitter(CEmitter):
 
     def _scalar_unroll_if_promoted(self, s: For, ind: int) -> bool:
         """Promoted tiles need constant indices: expand the loop instead of looping."""
-        touched = {st.buffer for st in stores_in(s.body)} | {
-            x.buffer for x in loads_in(s.body)}
-        if not touched & set(self.promoted):
+        if not _touched(s.body) & set(self.promoted):
             return False
         for i in range(s.extent):
             self.stmt(_subst(s.body, {s.var: IntImm(i)}, self.ranges), ind)
@@ -147,14 +143,10 @@ class SimdEmitter(CEmitter):
         """The vector lvalue/rvalue for a contiguous access, None if not contiguous.
         Terms without the lane are opaque: ``f // 16 * 6272 + lane`` is contiguous (a
         fused parallel loop's div/mod once sent whole write-backs to scalar stores)."""
-        lin = linear(flat)
-        key: object = lane
-        if lin is None or lin[0].get(key, (lane, 0))[1] != 1:
+        parts = linear_parts(flat, {lane})
+        if parts is None or parts[0].get(lane) != 1:
             return None
-        rest = {k: t for k, t in lin[0].items() if k is not key}
-        if any(lane in free_vars(x) for x, _ in rest.values()):
-            return None
-        base = from_linear((rest, lin[1]))
+        base = parts[1]
         if buf in self.promoted:
             pw, _ = self.promoted[buf]
             if pw != w or not isinstance(base, IntImm) or base.value % w:
@@ -271,6 +263,11 @@ class SimdEmitter(CEmitter):
                 + "".join(zip_helpers(d, n, b) for d, n, b in sorted(self.zips)
                           if (d, n) == (dtype, w)))
         return "\n".join(out)
+
+
+def _touched(s: Stmt) -> set[Buffer]:
+    """The buffers ``s`` stores to or loads from."""
+    return {st.buffer for st in stores_in(s)} | {x.buffer for x in loads_in(s)}
 
 
 def _subst(s: Stmt, vmap: dict[Var, Expr], ranges: dict | None = None) -> Stmt:

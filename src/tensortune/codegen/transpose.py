@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..tir.arith import evaluate_grid, linear, simplify
-from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, is_float
+from ..tir.arith import evaluate_grid, linear, linear_parts, simplify
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes, is_float
 from ..tir.functor import free_vars, iter_exprs, substitute
 from ..tir.stmt import Buffer, BufferStore, For, ForKind, Stmt
 
@@ -105,8 +105,8 @@ def _near_lanes(em: SimdEmitter, loop: For, st: BufferStore) -> bool:
     lin = linear(em.flat(st.buffer, st.indices))
     if lin is None or loop.var not in lin[0]:
         return False
-    size = 4 if st.buffer.dtype == "float32" else 8
-    return min(ROWS) <= abs(lin[0][loop.var][1]) <= MAX_LANE_STRIDE_BYTES // size
+    return min(ROWS) <= abs(lin[0][loop.var][1]) <= \
+        MAX_LANE_STRIDE_BYTES // dtype_bytes(st.buffer.dtype)
 
 
 def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var,
@@ -116,7 +116,7 @@ def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var
     from .simd import _NoVec, _vtype
 
     rows, dtype = len(stores), buf.dtype
-    vt, size = _vtype(dtype, w), (4 if dtype == "float32" else 8)
+    vt, size = _vtype(dtype, w), dtype_bytes(dtype)
     lane = Var("lane")
     em.ranges[lane] = (0, w - 1)
     saved, em.lines = em.lines, []
@@ -126,12 +126,8 @@ def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var
             vals = [em._vec(simplify(substitute(v, {lv: at}), em.ranges), lane, dtype, w)
                     for _, v in stores]
             em.emit("{ " + " ".join(f"{vt} t{k} = {v};" for k, v in enumerate(vals)), ind)
-            b = 1
-            while b < rows:
-                for r in range(rows):
-                    if not r & b:
-                        em.emit(f"  tt_zip{b}_{vt[3:]}(&t{r}, &t{r + b});", ind)
-                b *= 2
+            for line in zip_rounds(vt, rows):
+                em.emit(line, ind)
             for r, q in itertools.product(range(rows), range(w // rows)):
                 addr = simplify(substitute(stores[0][0], {lv: IntImm(c * w + q * rows + r)}),
                                 em.ranges)
@@ -143,28 +139,36 @@ def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var
     finally:
         out, em.lines = em.lines, saved
     em.lines.extend(out)
+    register_zips(em, dtype, w, rows)
+    return True
+
+
+def zip_rounds(vt: str, rows: int) -> list[str]:
+    """The ``log2 rows`` rounds of two-vector shuffles over ``t0 .. t{rows - 1}`` (of C
+    vector type ``vt``) that transpose them in blocks of ``rows`` lanes; applied twice
+    they give the block back, so loads (``gather.py``) use them as stores do."""
+    out, b = [], 1
+    while b < rows:
+        out += [f"  tt_zip{b}_{vt[3:]}(&t{r}, &t{r + b});" for r in range(rows) if not r & b]
+        b *= 2
+    return out
+
+
+def register_zips(em: SimdEmitter, dtype: str, w: int, rows: int) -> None:
+    """Ask for the vector type and the ``tt_zip`` helpers that ``zip_rounds`` calls."""
     em.vtypes.add((dtype, w))
     em.zips.update((dtype, w, 1 << i) for i in range(rows.bit_length() - 1))
-    return True
 
 
 def _lane_split(stores: list[tuple[Expr, Expr]], lv: Var) -> tuple[int, list[Expr]]:
     """The common lane stride of the siblings' addresses and their lane-free parts."""
-    from ..tir.arith import from_linear
-
     stride, bases = None, []
     for flat, _ in stores:
-        lin = linear(flat)
-        if lin is None or lv not in lin[0]:
+        parts = linear_parts(flat, {lv})
+        if parts is None or lv not in parts[0] or stride not in (None, parts[0][lv]):
             raise _Skip
-        rest = {k: t for k, t in lin[0].items() if k is not lv}
-        if any(lv in free_vars(x) for x, _ in rest.values()):
-            raise _Skip
-        s = lin[0][lv][1]
-        if stride is not None and s != stride:
-            raise _Skip
-        stride = s
-        bases.append(from_linear((rest, lin[1])))
+        stride = parts[0][lv]
+        bases.append(parts[1])
     assert stride is not None
     return stride, bases
 

@@ -71,12 +71,8 @@ def region(idx: Expr, inner: Ranges, ranges: Ranges) -> tuple[Expr, int, bool]:
     parts = _split(e, inner)
     if parts is not None:
         outer, coefs = parts
-        lo, ext = 0, 1
-        for v, k in coefs.items():
-            a, b = inner[v]
-            lo += min(k * a, k * b)
-            ext += abs(k) * (b - a)
-        return simplify(BinOp("+", outer, IntImm(lo), "int32"), ranges), ext, True
+        lo, hi = _span(coefs, inner)
+        return simplify(BinOp("+", outer, IntImm(lo), "int32"), ranges), hi - lo + 1, True
     shrunk = _divided(e, inner, ranges)
     if shrunk is not None:
         return shrunk
@@ -84,6 +80,15 @@ def region(idx: Expr, inner: Ranges, ranges: Ranges) -> tuple[Expr, int, bool]:
     if bnd is None:
         raise ValueError(f"cannot bound index {idx}")
     return IntImm(bnd[0]), bnd[1] - bnd[0] + 1, False
+
+
+def _span(coefs: dict[Var, int], inner: Ranges) -> tuple[int, int]:
+    """Least and greatest value of ``sum(k * v)`` as the inner variables vary."""
+    lo = hi = 0
+    for v, k in coefs.items():
+        a, b = inner[v]
+        lo, hi = lo + min(k * a, k * b), hi + max(k * a, k * b)
+    return lo, hi
 
 
 def _divided(e: Expr, inner: Ranges, ranges: Ranges) -> tuple[Expr, int, bool] | None:
@@ -99,10 +104,7 @@ def _divided(e: Expr, inner: Ranges, ranges: Ranges) -> tuple[Expr, int, bool] |
     parts = _split(e.a, inner)
     if parts is None:
         return None
-    lo = hi = 0
-    for v, k in parts[1].items():
-        a, b = inner[v]
-        lo, hi = lo + min(k * a, k * b), hi + max(k * a, k * b)
+    lo, hi = _span(parts[1], inner)
     lin = linear(simplify(parts[0], ranges))
     if lin is not None and not any(k % c for _, k in lin[0].values()):
         base = {key: (x, k // c) for key, (x, k) in lin[0].items()}

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .expr import BinOp, Expr, FloatImm, IntImm, Not, Select, Var, as_int, is_float
-from .functor import rewrite_expr
+from .functor import free_vars, rewrite_expr
 
 Ranges = dict[Var, tuple[int, int]]
 Affine = tuple[dict[Var, int], int]
@@ -109,6 +109,23 @@ def from_linear(lin: Linear) -> Expr:
     if lin[1]:
         out = BinOp("+" if lin[1] > 0 else "-", out, IntImm(abs(lin[1])), "int32")
     return out
+
+
+def linear_parts(e: Expr, keys: set[Var]) -> tuple[dict[Var, int], Expr] | None:
+    """``e`` as (the coefficient of each of ``keys`` it holds, the rest), None when it is
+    not linear or a key sits inside a non-affine term of the rest (``(i + l) // 16``).
+    The rest keeps its opaque terms (``f // 56 * 6272``).
+
+    Example:
+        >>> linear_parts(f // 7 * 96 + l * 16 + 3, {l})     # ({l: 16}, f // 7 * 96 + 3)
+    """
+    lin = linear(e)
+    if lin is None:
+        return None
+    rest = {k: t for k, t in lin[0].items() if k not in keys}
+    if any(keys & free_vars(x) for x, _ in rest.values()):
+        return None
+    return {v: lin[0][v][1] for v in keys if v in lin[0]}, from_linear((rest, lin[1]))
 
 
 def from_affine(coefs: dict[Var, int], c: int) -> Expr:
