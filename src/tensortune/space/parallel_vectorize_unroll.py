@@ -68,9 +68,11 @@ class ParallelVectorizeUnroll:
                 skip += 1
             if skip:
                 chain, extent = self._chain(sch, kinds[skip:], max_jobs)
+        # The chain's loops are nested, so the outermost one's subtree holds every loop
+        # the others could nest a parallel loop around.
         if not chain or extent < 2 or any(
                 isinstance(x, For) and x.kind == ForKind.PARALLEL
-                for lp in chain for x in walk(sch.get(lp).body)):
+                for x in walk(sch.get(chain[0]).body)):
             return False   # nothing to share out, or it would nest parallel loops
         try:
             fused = sch.fuse(*chain) if len(chain) > 1 else chain[0]
