@@ -93,6 +93,12 @@ def test_cache_and_layout_errors():
             "sends two elements")
     _raises(sch, lambda: sch.transform_layout(bg, "B_global", lambda k: (k,)),
             "takes 1 indices")
+    _raises(sch, lambda: sch.storage_align(c, "A", 16, 0), "A is a function parameter")
+    _raises(sch, lambda: sch.storage_align(bg, "B_glob", 16, 0),
+            r"does not access a buffer named 'B_glob'; it accesses \['B', 'B_global'\]")
+    _raises(sch, lambda: sch.storage_align(bg, "B_global", 0, 0), "factor must be a positive")
+    _raises(sch, lambda: sch.storage_align(bg, "B_global", 8, 8),
+            r"offset must lie in \[0, factor\) = \[0, 8\), got 8")
 
 
 def test_reduction_errors():

@@ -36,7 +36,7 @@ def _reference(name):
 ACTIONS = ["split", "split", "fuse", "reorder", "parallel", "vectorize", "unroll",
            "compute_inline", "reverse_compute_inline", "compute_at", "compute_at",
            "reverse_compute_at", "cache_read", "cache_write", "decompose_reduction", "rfactor",
-           "annotate", "transform_layout"]
+           "annotate", "transform_layout", "storage_align", "storage_align"]
 
 
 def _apply(sch: tt.Schedule, action: str, draw) -> None:
@@ -79,7 +79,7 @@ def _apply(sch: tt.Schedule, action: str, draw) -> None:
         sch.decompose_reduction(blk, loops[draw(pick)])
     elif action == "rfactor":
         sch.rfactor(loops[draw(pick)], 0)
-    elif action == "transform_layout":
+    elif action in ("transform_layout", "storage_align"):
         from tensortune.schedule.tree import find_block, reads, writes
 
         b, _ = find_block(sch.func, sch._get(blk, type(blk), "test"))
@@ -87,6 +87,10 @@ def _apply(sch: tt.Schedule, action: str, draw) -> None:
         if not inter:
             return
         buf = draw(st.sampled_from(inter))
+        if action == "storage_align":
+            factor = draw(st.integers(1, 16))
+            sch.storage_align(blk, buf.name, factor, draw(st.integers(0, factor - 1)))
+            return
         nd = len(buf.shape)
         names = ", ".join(f"a{d}" for d in range(nd))
         if draw(st.booleans()):

@@ -6,7 +6,8 @@ Passes, in order:
    ``if`` all reduction bindings are 0 and the predicate's terms on spatial loops hold.
 2. ``compact_buffers``: each intermediate buffer is allocated at the innermost loop that
    encloses all its uses, shrunk to the region used there (a cache_write tile under a loop
-   becomes a small local array; indices are shifted by the region's start).
+   becomes a small local array; indices are shifted by the region's start). A buffer
+   given ``storage_align`` then has its rows laid out aligned (``_align_rows``).
 3. ``unroll``: loops marked unrolled are expanded with constant loop values, so a local
    tile's indices become constants the emitter can keep in registers.
 4. ``simplify_stmt``: index arithmetic simplified with loop ranges; dead ``if``s removed.
@@ -23,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..tir.analysis import conjunction, conjuncts, region, union
@@ -89,6 +91,9 @@ def flatten_blocks(s: Stmt) -> Stmt:
 
 
 # ---------------------------------------------------------------- buffer compaction
+IndexFn = Callable[[tuple[Expr, ...]], tuple[Expr, ...]]
+
+
 def _accesses(body: Stmt) -> dict[Buffer, list[tuple[tuple[Expr, ...], tuple[For, ...]]]]:
     """(indices, enclosing loops) of every load and store, per buffer."""
     out: dict[Buffer, list[tuple[tuple[Expr, ...], tuple[For, ...]]]] = {}
@@ -136,16 +141,37 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
             lo, ext, _ = union(regions, n)
             starts.append(lo)
             shape.append(ext)
-        if not lca and tuple(shape) == buf.shape:
+        if not lca and tuple(shape) == buf.shape and buf.align is None:
             root_allocs.append(buf)
             continue
+        index = _shift(starts)
+        if buf.align is not None:
+            shape, index = _align_rows(shape, index, *buf.align)
         new = Buffer(buf.name, tuple(shape), buf.dtype, "local" if lca else buf.scope)
-        body = retarget(body, buf, new, _shift(starts))
+        body = retarget(body, buf, new, index)
         if lca:
             body = rewrite_stmt(body, stmt_fn=_allocate_at(lca[-1].var, new))
         else:
             body = Allocate(new, body)
     return replace(func, body=body, alloc_buffers=tuple(root_allocs))
+
+
+def _align_rows(shape: list[int], index: IndexFn, factor: int, offset: int
+                ) -> tuple[list[int], IndexFn]:
+    """``storage_align``'s layout of a compacted buffer: its last two dimensions become
+    one, rows ``P = roundup(W, factor)`` apart with element 0 of each at ``offset``, so
+    ``[..., R, W]`` is stored in ``roundup((R - 1) P + offset + W, factor)`` elements.
+    Rows may share a line: row r spans [r P + offset, r P + offset + W), and P >= W."""
+    *outer, rows, width = [1, *shape] if len(shape) == 1 else shape
+    pitch = -(-width // factor) * factor
+    merged = -(-((rows - 1) * pitch + offset + width) // factor) * factor
+
+    def aligned(idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
+        *head, r, c = index(idx) if len(idx) > 1 else (IntImm(0), *index(idx))
+        row = BinOp("+", BinOp("*", r, IntImm(pitch), "int32"), c, "int32")
+        return (*head, BinOp("+", row, IntImm(offset), "int32") if offset else row)
+
+    return [*outer, merged], aligned
 
 
 def _allocate_at(key: Var, buf: Buffer):
@@ -157,7 +183,7 @@ def _allocate_at(key: Var, buf: Buffer):
     return fn
 
 
-def _shift(starts: list[Expr]):
+def _shift(starts: list[Expr]) -> IndexFn:
     def shift(idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
         return tuple(i if isinstance(s, IntImm) and s.value == 0 else
                      BinOp("-", i, s, "int32") for i, s in zip(idx, starts, strict=True))

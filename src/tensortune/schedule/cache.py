@@ -1,5 +1,6 @@
-"""cache_read, cache_write and transform_layout: stage data through a new buffer, and
-re-index an intermediate buffer (e.g. pack a matrix into panels).
+"""cache_read, cache_write, transform_layout and storage_align: stage data through a new
+buffer, re-index an intermediate buffer (e.g. pack a matrix into panels), and align its
+rows.
 
 cache_read(C, 1) (B read through a copy)::
 
@@ -147,7 +148,7 @@ def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],
         seen[flat.ravel()] = True
         check(int(seen.sum()) == flat.size,
               f"{what}: the index map sends two elements of {buf.name} to the same place")
-    new = Buffer(buf.name, tuple(shape), buf.dtype, buf.scope)
+    new = Buffer(buf.name, tuple(shape), buf.dtype, buf.scope, buf.align)
 
     def idx_fn(idx: tuple[Expr, ...]) -> tuple[Expr, ...]:
         return tuple(simplify(substitute(r, dict(zip(params, idx)))) for r in results)
@@ -155,3 +156,29 @@ def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],
     body = retarget(func.body, buf, new, idx_fn)
     allocs = tuple(new if b is buf else b for b in func.alloc_buffers)
     return func.with_body(body, allocs)
+
+
+def storage_align(func: PrimFunc, buf: Buffer, factor: int, offset: int) -> PrimFunc:
+    """Allocate intermediate ``buf`` with the rows of its last dimension ``factor``
+    elements apart (rounded up) and each row's element 0 at ``offset`` past a multiple
+    of ``factor``. The indices are unchanged; the lowering lays the rows out
+    (``codegen.lower.compact_buffers``), so only where the data sits changes.
+
+    A padded copy ``pad`` of 58-float rows, its interior (from element 1) stored and
+    loaded by vector code: after ``storage_align(pad, 16, 15)`` its rows are 64 floats
+    apart and element 1 of each starts a 64-byte line, so no vector store of the copy
+    splits a line.
+
+    Example:
+        >>> sch.storage_align(sch.get_block("pad"), "pad", 16, 15)
+    """
+    what = f"storage_align({buf.name})"
+    check(buf in func.alloc_buffers,
+          f"{what}: {buf.name} is a function parameter; its layout is part of the kernel's "
+          "interface. Align a cache_read/cache_write stage of it instead")
+    check(factor >= 1, f"{what}: factor must be a positive number of elements, got {factor}")
+    check(0 <= offset < factor,
+          f"{what}: offset must lie in [0, factor) = [0, {factor}), got {offset}")
+    new = Buffer(buf.name, buf.shape, buf.dtype, buf.scope, (factor, offset))
+    allocs = tuple(new if b is buf else b for b in func.alloc_buffers)
+    return func.with_body(retarget(func.body, buf, new), allocs)

@@ -243,6 +243,18 @@ class Schedule:
         self._commit(cache.transform_layout(self.func, bufs[0], im.params, im.results))
         self._record("transform_layout", [block, buffer, im.text], {}, [])
 
+    def storage_align(self, block: BlockRV, buffer: str, factor: int, offset: int) -> None:
+        """Allocate intermediate ``buffer`` (a name) of ``block`` with its last
+        dimension's rows ``factor`` elements apart and element 0 of each at ``offset``
+        past a multiple of ``factor``."""
+        blk, _ = find_block(self.func, self._block(block, "storage_align"))
+        bufs = [b for b in (*reads(blk), *writes(blk)) if b.name == buffer]
+        check(bool(bufs), f"storage_align: block {blk.name} does not access a buffer named "
+                          f"{buffer!r}; it accesses "
+                          f"{[b.name for b in (*reads(blk), *writes(blk))]}")
+        self._commit(cache.storage_align(self.func, bufs[0], factor, offset))
+        self._record("storage_align", [block, buffer, factor, offset], {}, [])
+
     # ------------------------------------------------------------------ reductions
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
         name = self._block(block, "decompose_reduction")
@@ -386,6 +398,7 @@ for _meth, _fn in [("split", loops.split), ("fuse", loops.fuse), ("reorder", loo
                    ("reverse_compute_inline", inline.reverse_compute_inline),
                    ("cache_read", cache.cache_read), ("cache_write", cache.cache_write),
                    ("transform_layout", cache.transform_layout),
+                   ("storage_align", cache.storage_align),
                    ("decompose_reduction", reduction.decompose_reduction),
                    ("rfactor", reduction.rfactor)]:
     getattr(Schedule, _meth).__doc__ = _fn.__doc__

@@ -61,7 +61,7 @@ class PostOrderApply(SpaceGenerator):
     def default(target: Target) -> PostOrderApply:
         return PostOrderApply(
             [AutoInline(), MultiLevelTiling(lanes=target.lanes("float32")), AddRFactor(),
-             RandomComputeLocation()],
+             RandomComputeLocation(lanes=target.lanes("float32"))],
             [ParallelVectorizeUnroll(cores=target.cores), VerifyRegisterTile.for_target(target)])
 
     def generate(self, func: PrimFunc) -> list[Trace]:

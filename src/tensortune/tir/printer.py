@@ -14,7 +14,18 @@ Example output for an unscheduled matmul::
 from __future__ import annotations
 
 from .expr import BinOp, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not, Reduce, Select, Var
-from .stmt import Allocate, Block, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
+from .stmt import (
+    Allocate,
+    Block,
+    Buffer,
+    BufferStore,
+    For,
+    ForKind,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+)
 
 _PREC = {"||": 1, "&&": 2, "<": 3, "<=": 3, ">": 3, ">=": 3, "==": 3, "!=": 3,
          "+": 4, "-": 4, "*": 5, "/": 5, "//": 5, "%": 5}
@@ -118,10 +129,15 @@ def _lines(s: Stmt, nm: Namer, ind: str, out: list[str]) -> None:
             _lines(s.else_, nm, ind + "    ", out)
     elif isinstance(s, Allocate):
         b = s.buffer
-        out.append(f"{ind}{b.name} = alloc({b.dtype}{list(b.shape)}, scope={b.scope!r})")
+        out.append(f"{ind}{b.name} = {_alloc(b)}")
         _lines(s.body, nm, ind, out)
     else:
         raise TypeError(f"cannot print {type(s).__name__}")
+
+
+def _alloc(b: Buffer) -> str:
+    align = "" if b.align is None else f", align={b.align}"
+    return f"alloc({b.dtype}{list(b.shape)}, scope={b.scope!r}{align})"
 
 
 def stmt_str(s: Stmt, namer: Namer | None = None) -> str:
@@ -135,6 +151,6 @@ def func_str(f: PrimFunc, canonical: bool = False) -> str:
     params = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in f.params)
     out = [f"def {f.name}({params}):"]
     for b in f.alloc_buffers:
-        out.append(f"    {b.name} = alloc({b.dtype}{list(b.shape)}, scope={b.scope!r})")
+        out.append(f"    {b.name} = {_alloc(b)}")
     _lines(f.body, nm, "    ", out)
     return "\n".join(out)

@@ -33,6 +33,10 @@ class Buffer:
     shape: tuple[int, ...]
     dtype: str = "float32"
     scope: str = "global"  # "global" | "local": where a cache stage lives
+    # (factor, offset) from ``storage_align``: at allocation, the rows of the last
+    # dimension are a multiple of ``factor`` elements apart and each row's element 0
+    # lies ``offset`` past such a multiple (``codegen.lower.compact_buffers``).
+    align: tuple[int, int] | None = None
     uid: int = field(default_factory=lambda: next(_buf_ids))
 
     __hash__ = object.__hash__
