@@ -28,7 +28,7 @@ from ..tir.expr import Var
 from ..tir.functor import free_vars
 from ..tir.stmt import Block, Buffer
 from .layout import LayoutChoice, layout_choices, long_rows, pack_map, set_aliased, strip_map
-from .schedule_rule import ScheduleRule, has_reuse, is_elementwise, loop_kinds
+from .schedule_rule import ScheduleRule, axes_moved_by, has_reuse, is_elementwise, loop_kinds
 
 
 class MultiLevelTiling(ScheduleRule):
@@ -127,7 +127,7 @@ class MultiLevelTiling(ScheduleRule):
         s_loops = [lp for lp, k in kinds if k == "S"]
         vec_axis = vec_loop if vec_loop is not None else (s_loops[-1] if s_loops else None)
         blk = sch.get(block)
-        lane_vars = set() if vec_axis is None else _axes_moved_by(blk, sch.get(vec_axis).var)
+        lane_vars = set() if vec_axis is None else axes_moved_by(blk, sch.get(vec_axis).var)
         for lp, kind in kinds:
             n = {"S": n_s, "R": n_r, "G": self._first_r_level()}[kind]
             if kind == "S" and lp is vec_axis:
@@ -205,7 +205,7 @@ class MultiLevelTiling(ScheduleRule):
         if first is None:
             return False
         blk = sch.get(block)
-        moved = _axes_moved_by(blk, sch.get(first).var)
+        moved = axes_moved_by(blk, sch.get(first).var)
         buf = sch.get(pack).body.buffer
         return any(moved & free_vars(ix) for ld in loads_of(blk, buf) for ix in ld.indices)
 
@@ -310,7 +310,7 @@ def _reused_across(blk: Block, loop_var: Var) -> bool:
     tile of 2 batches x 1 row x 32 columns ended 1.3x slower than one that found 5 rows
     x 16 columns (RESULTS.md). An index that is not affine in the axis (a group's
     ``k // 16``) counts as reuse."""
-    axes = _axes_moved_by(blk, loop_var)
+    axes = axes_moved_by(blk, loop_var)
     stores = writes(blk)
     for buf in reads(blk):
         if buf in stores:
@@ -320,8 +320,3 @@ def _reused_across(blk: Block, loop_var: Var) -> bool:
             if not any(f is not None and any(f[0].get(v) for v in axes) for f in forms):
                 return True
     return False
-
-
-def _axes_moved_by(blk: Block, loop_var: Var) -> set[Var]:
-    """The iteration variables of ``blk`` whose bindings use loop ``loop_var``."""
-    return {iv.var for iv, b in zip(blk.iter_vars, blk.bindings) if loop_var in free_vars(b)}

@@ -22,11 +22,11 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..schedule import BlockRV, Schedule
 from ..schedule.tree import find_block, loads_of, readers, writes
-from ..tir.arith import linear
+from ..tir.arith import affine
 from ..tir.expr import BufferLoad, Select
 from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Block, Buffer, BufferStore, ForKind, PrimFunc
-from .schedule_rule import ScheduleRule, has_reuse
+from .schedule_rule import ScheduleRule, axes_moved_by, has_reuse
 
 
 class RandomComputeLocation(ScheduleRule):
@@ -42,11 +42,11 @@ class RandomComputeLocation(ScheduleRule):
         loc = sch.sample_compute_location(block)
         sch.compute_at(block, loc)
         offset = padded_row_start(blk)
-        if offset is not None and read_in_lanes(sch.func, blk.body.buffer):
-            width = blk.body.buffer.shape[-1]
+        if offset is not None and isinstance(blk.body, BufferStore) and \
+                read_in_lanes(sch.func, buf := blk.body.buffer):
             lead = -offset % self.lanes
-            if lead or width % self.lanes:
-                sch.storage_align(block, blk.body.buffer.name, self.lanes, lead)
+            if lead or buf.shape[-1] % self.lanes:
+                sch.storage_align(block, buf.name, self.lanes, lead)
         if blk.is_reduction:
             for prod in self._partials(sch, block):
                 try:
@@ -78,13 +78,9 @@ def padded_row_start(blk: Block) -> int | None:
         return None
     v = blk.iter_vars[-1].var
     for ld in iter_exprs(st.value.t):
-        if isinstance(ld, BufferLoad) and ld.indices:
-            lin = linear(ld.indices[-1])
-            if lin is None:
-                continue
-            terms = list(lin[0].values())
-            if len(terms) == 1 and terms[0][0] is v and terms[0][1] == 1:
-                return -lin[1]
+        form = affine(ld.indices[-1]) if isinstance(ld, BufferLoad) and ld.indices else None
+        if form is not None and len(form[0]) == 1 and form[0].get(v) == 1:
+            return -form[1]
     return None
 
 
@@ -93,9 +89,8 @@ def read_in_lanes(func: PrimFunc, buf: Buffer) -> bool:
     its loads of ``buf`` (the lanes run along ``buf``'s rows)."""
     for rd in readers(func, buf):
         _, path = find_block(func, rd.name)
-        lane_loops = {lp.var for lp in path if lp.kind == ForKind.VECTORIZED}
-        moved = {iv.var for iv, b in zip(rd.iter_vars, rd.bindings)
-                 if lane_loops & free_vars(b)}
+        moved = set().union(*(axes_moved_by(rd, lp.var) for lp in path
+                              if lp.kind == ForKind.VECTORIZED))
         if any(moved & free_vars(ld.indices[-1]) for ld in loads_of(rd, buf)):
             return True
     return False
