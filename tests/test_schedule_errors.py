@@ -111,6 +111,20 @@ def test_reduction_errors():
     _raises(sch, lambda: sch.rfactor(i), "exactly one block, found 0")
 
 
+def test_rfactor_refuses_a_loop_fused_across_spatial_and_reduction_axes():
+    """Found by the random-schedule property test: after fusing GMM's i, j and k into one
+    loop, rfactor of a unit inner k loop made that fused loop a reduction axis of the
+    partial block, whose init then ran once instead of once per output element."""
+    sch = _sch("gmm")
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    ij = sch.fuse(i, j)
+    _, k1 = sch.split(k, [None, 1])
+    sch.fuse(ij, sch.get_loops(c)[1])
+    _raises(sch, lambda: sch.rfactor(k1),
+            "iterates both the reduction and the spatial axis vi")
+
+
 def test_decompose_reduction_keeps_a_repeated_reduction_restarting():
     """A reduction computed at a consumer loop it does not depend on (LNM's sqsum under
     the output's column loop n) is redone for every n; its init must stay inside n.

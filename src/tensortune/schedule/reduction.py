@@ -173,6 +173,14 @@ def rfactor(func: PrimFunc, var: Var, factor_axis: int = 0) -> tuple[PrimFunc, s
               if iv.kind == "S"), f"{what}: loop {var.name} also iterates a spatial axis")
     red_loops = [lp for lp in path if any(
         lp.var in free_vars(bd) for iv, bd in zip(blk.iter_vars, blk.bindings) if iv.kind == "R")]
+    # A loop fused from spatial and reduction axes cannot become a reduction axis of the
+    # partial block: its init would run once per loop start, not once per output element.
+    for lp in red_loops:
+        mixed = [iv.var.name for iv, bd in zip(blk.iter_vars, blk.bindings)
+                 if iv.kind == "S" and lp.var in free_vars(bd)]
+        check(not mixed, f"{what}: loop {lp.var.name} of block {blk.name} iterates both the "
+                         f"reduction and the spatial axis {mixed[0] if mixed else ''}; every "
+                         "loop over the reduction must iterate reduction axes only")
     buf = st.buffer
     check(0 <= factor_axis <= len(buf.shape),
           f"{what}: factor_axis must be in [0, {len(buf.shape)}], got {factor_axis}")
