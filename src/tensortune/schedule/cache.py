@@ -120,6 +120,9 @@ def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],
     Before: ``B_global[vk, vj]`` in a [K, N] buffer
     After ``lambda k, j: (j // 32, k, j % 32)``: ``B_global[vj // 32, vk, vj % 32]`` in a
     [N/32, K, 32] buffer (packed panels)
+
+    An alignment set by ``storage_align`` stays with the buffer and applies to the new
+    layout's last dimension.
     """
     what = f"transform_layout({buf.name})"
     check(buf in func.alloc_buffers,

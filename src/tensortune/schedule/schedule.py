@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import inspect
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -233,7 +234,8 @@ class Schedule:
 
     def transform_layout(self, block: BlockRV, buffer: str,
                          index_map: Callable[..., Any] | str) -> None:
-        """Re-index intermediate ``buffer`` (a name) of ``block`` through ``index_map``."""
+        """``buffer`` names an intermediate buffer that ``block`` reads or writes;
+        ``index_map`` is a lambda or its text."""
         blk, _ = find_block(self.func, self._block(block, "transform_layout"))
         bufs = [b for b in (*reads(blk), *writes(blk)) if b.name == buffer]
         check(bool(bufs), f"transform_layout: block {blk.name} does not access a buffer named "
@@ -244,9 +246,7 @@ class Schedule:
         self._record("transform_layout", [block, buffer, im.text], {}, [])
 
     def storage_align(self, block: BlockRV, buffer: str, factor: int, offset: int) -> None:
-        """Allocate intermediate ``buffer`` (a name) of ``block`` with its last
-        dimension's rows ``factor`` elements apart and element 0 of each at ``offset``
-        past a multiple of ``factor``."""
+        """``buffer`` names an intermediate buffer that ``block`` reads or writes."""
         blk, _ = find_block(self.func, self._block(block, "storage_align"))
         bufs = [b for b in (*reads(blk), *writes(blk)) if b.name == buffer]
         check(bool(bufs), f"storage_align: block {blk.name} does not access a buffer named "
@@ -401,4 +401,8 @@ for _meth, _fn in [("split", loops.split), ("fuse", loops.fuse), ("reorder", loo
                    ("storage_align", cache.storage_align),
                    ("decompose_reduction", reduction.decompose_reduction),
                    ("rfactor", reduction.rfactor)]:
-    getattr(Schedule, _meth).__doc__ = _fn.__doc__
+    # A method's own line (what it takes: a block and a buffer's name) leads the
+    # primitive's description, which speaks of the function and buffer it rewrites.
+    _own = getattr(Schedule, _meth).__doc__
+    getattr(Schedule, _meth).__doc__ = (inspect.cleandoc(_own) + "\n\n" + inspect.cleandoc(
+        _fn.__doc__ or "")) if _own else _fn.__doc__
