@@ -178,9 +178,10 @@ def rfactor(func: PrimFunc, var: Var, factor_axis: int = 0) -> tuple[PrimFunc, s
     for lp in red_loops:
         mixed = [iv.var.name for iv, bd in zip(blk.iter_vars, blk.bindings)
                  if iv.kind == "S" and lp.var in free_vars(bd)]
-        check(not mixed, f"{what}: loop {lp.var.name} of block {blk.name} iterates both the "
-                         f"reduction and the spatial axis {mixed[0] if mixed else ''}; every "
-                         "loop over the reduction must iterate reduction axes only")
+        if mixed:
+            raise ScheduleError(f"{what}: loop {lp.var.name} of block {blk.name} iterates "
+                                f"both the reduction and the spatial axis {mixed[0]}; every "
+                                "loop over the reduction must iterate reduction axes only")
     buf = st.buffer
     check(0 <= factor_axis <= len(buf.shape),
           f"{what}: factor_axis must be in [0, {len(buf.shape)}], got {factor_axis}")
