@@ -123,6 +123,13 @@ def test_rfactor_refuses_a_loop_fused_across_spatial_and_reduction_axes():
     sch.fuse(ij, sch.get_loops(c)[1])
     _raises(sch, lambda: sch.rfactor(k1),
             "iterates both the reduction and the spatial axis vi")
+    # The same check covers the loop being factored itself.
+    sch = _sch("gmm")
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    jk = sch.fuse(j, k)
+    _raises(sch, lambda: sch.rfactor(jk),
+            "loop j_k_f of block C iterates both the reduction and the spatial axis vj")
 
 
 def test_decompose_reduction_keeps_a_repeated_reduction_restarting():

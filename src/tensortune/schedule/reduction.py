@@ -169,12 +169,12 @@ def rfactor(func: PrimFunc, var: Var, factor_axis: int = 0) -> tuple[PrimFunc, s
     blk = users[0]
     _, path = find_block(func, blk.name)
     st, op, src = _reduction_parts(blk, what)
-    check(all(var not in free_vars(bd) for iv, bd in zip(blk.iter_vars, blk.bindings)
-              if iv.kind == "S"), f"{what}: loop {var.name} also iterates a spatial axis")
     red_loops = [lp for lp in path if any(
         lp.var in free_vars(bd) for iv, bd in zip(blk.iter_vars, blk.bindings) if iv.kind == "R")]
-    # A loop fused from spatial and reduction axes cannot become a reduction axis of the
-    # partial block: its init would run once per loop start, not once per output element.
+    # No loop over the reduction (``var`` among them) may also iterate a spatial axis: as
+    # ``var`` that would put an output axis into the partial sums, and as another loop,
+    # one fused across i, j and k, it would become a reduction axis of the partial block
+    # whose init then ran once per loop start, not once per output element.
     for lp in red_loops:
         mixed = [iv.var.name for iv, bd in zip(blk.iter_vars, blk.bindings)
                  if iv.kind == "S" and lp.var in free_vars(bd)]

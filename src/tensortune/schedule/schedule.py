@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import ScheduleError, check
 from ..tir.expr import Var
-from ..tir.stmt import ForKind, PrimFunc
+from ..tir.stmt import Buffer, ForKind, PrimFunc
 from ..tir.verify import verify as _verify
 from . import cache, compute_location, inline, loops, reduction, sampling
 from .index_map import IndexMap
@@ -236,24 +236,25 @@ class Schedule:
                          index_map: Callable[..., Any] | str) -> None:
         """``buffer`` names an intermediate buffer that ``block`` reads or writes;
         ``index_map`` is a lambda or its text."""
-        blk, _ = find_block(self.func, self._block(block, "transform_layout"))
-        bufs = [b for b in (*reads(blk), *writes(blk)) if b.name == buffer]
-        check(bool(bufs), f"transform_layout: block {blk.name} does not access a buffer named "
-                          f"{buffer!r}; it accesses "
-                          f"{[b.name for b in (*reads(blk), *writes(blk))]}")
-        im = IndexMap.parse(index_map, len(bufs[0].shape))
-        self._commit(cache.transform_layout(self.func, bufs[0], im.params, im.results))
+        buf = self._buffer_of(block, buffer, "transform_layout")
+        im = IndexMap.parse(index_map, len(buf.shape))
+        self._commit(cache.transform_layout(self.func, buf, im.params, im.results))
         self._record("transform_layout", [block, buffer, im.text], {}, [])
 
     def storage_align(self, block: BlockRV, buffer: str, factor: int, offset: int) -> None:
         """``buffer`` names an intermediate buffer that ``block`` reads or writes."""
-        blk, _ = find_block(self.func, self._block(block, "storage_align"))
-        bufs = [b for b in (*reads(blk), *writes(blk)) if b.name == buffer]
-        check(bool(bufs), f"storage_align: block {blk.name} does not access a buffer named "
-                          f"{buffer!r}; it accesses "
-                          f"{[b.name for b in (*reads(blk), *writes(blk))]}")
-        self._commit(cache.storage_align(self.func, bufs[0], factor, offset))
+        buf = self._buffer_of(block, buffer, "storage_align")
+        self._commit(cache.storage_align(self.func, buf, factor, offset))
         self._record("storage_align", [block, buffer, factor, offset], {}, [])
+
+    def _buffer_of(self, block: BlockRV, name: str, what: str) -> Buffer:
+        """The buffer called ``name`` that ``block`` reads or writes."""
+        blk, _ = find_block(self.func, self._block(block, what))
+        bufs = [b for b in (*reads(blk), *writes(blk)) if b.name == name]
+        check(bool(bufs), f"{what}: block {blk.name} does not access a buffer named "
+                          f"{name!r}; it accesses "
+                          f"{[b.name for b in (*reads(blk), *writes(blk))]}")
+        return bufs[0]
 
     # ------------------------------------------------------------------ reductions
     def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
