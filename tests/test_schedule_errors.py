@@ -132,6 +132,46 @@ def test_rfactor_refuses_a_loop_fused_across_spatial_and_reduction_axes():
             "loop j_k_f of block C iterates both the reduction and the spatial axis vj")
 
 
+def test_reorder_refuses_to_swap_halves_of_a_loop_fused_across_spatial_and_reduction():
+    """Found by the random-schedule property test: GMM's j and k fused, split in three and
+    its halves swapped reached k = 1 of some column before k = 0, whose init then wiped
+    the partial sum."""
+    sch = _sch("gmm")
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    outer, mid, _ = sch.split(sch.fuse(j, k), [None, 2, 1])
+    _raises(sch, lambda: sch.reorder(i, mid, outer),
+            "loops j_k_f_0 and j_k_f_1 both iterate the reduction of block C")
+    # Loops over the reduction alone, or swapped with spatial loops, stay free to move.
+    sch = _sch("gmm")
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    k0, k1 = sch.split(k, [None, 2])
+    sch.reorder(k1, sch.fuse(i, j), k0)
+    ins = random_inputs(sch.func)
+    check_close(tt.build(sch)(*ins), evaluate(sch.func, ins)[0])
+
+
+@pytest.mark.parametrize("factors", [[None, 2], [None, 2, 2]])
+def test_rfactor_skips_partial_sums_a_guarded_split_never_writes(factors):
+    """Found by the random-schedule property test: K = 9 split by 2 and fused back gives a
+    loop of 10 whose last partial sum no update wrote (nor, once the partial block's loops
+    were fused, initialised); the final sum read it. The final block now reads only the
+    slots some update writes."""
+    f = tt.workloads.get("gmm", M=12, N=20, K=9)
+    ins = random_inputs(f)
+    sch = tt.Schedule(f)
+    c = sch.get_block("C")
+    *_, k = sch.get_loops(c)
+    parts = sch.split(k, factors)
+    sch.rfactor(sch.fuse(*parts[:2]), 0)
+    assert "where(k_0_k_1_f_1 < " in str(sch.func)
+    rf = sch.get_loops(sch.get_block("C_rf"))
+    if len(rf) > 3:     # the slot axis fused with what is left of the reduction
+        sch.fuse(*rf[2:])
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
 def test_decompose_reduction_keeps_a_repeated_reduction_restarting():
     """A reduction computed at a consumer loop it does not depend on (LNM's sqsum under
     the output's column loop n) is redone for every n; its init must stay inside n.

@@ -138,10 +138,45 @@ def reorder(func: PrimFunc, vars_: list[Var]) -> PrimFunc:
     queue = list(vars_)
     by_var = {lp.var: lp for lp in chain}
     new_chain = [by_var[queue.pop(0)] if lp.var in wanted else lp for lp in chain]
+    _check_init_first(chain, new_chain, inner_body)
     body = inner_body
     for lp in reversed(new_chain):
         body = replace(lp, body=body)
     return replace_loop(func, chain[0].var, lambda _: body)
+
+
+def _check_init_first(old: list[For], new: list[For], body: Stmt) -> None:
+    """Refuse a reorder after which some output's reduction would not start at its init.
+
+    A block's init runs at the first reduction point (every reduction axis at 0) of each
+    output. Loops over reduction axes only can be permuted freely: whatever their order,
+    the point with all of them at 0 comes first. A loop fused across a spatial and a
+    reduction axis ties the two together, so swapping it with another loop over the
+    reduction (e.g. two halves of a split ``j_k`` loop) can reach ``k = 1`` of some ``j``
+    before ``k = 0``, and that output's partial sum is then overwritten by its init.
+    """
+    pos = {lp.var: i for i, lp in enumerate(new)}
+    for b in blocks_under(body):
+        if b.init is None:
+            continue
+        axes: list[tuple[For, set[str], set[str]]] = []     # loop, its spatial/reduction axes
+        for lp in old:
+            used = [iv for iv, bind in zip(b.iter_vars, b.bindings) if lp.var in free_vars(bind)]
+            red = {iv.var.name for iv in used if iv.kind == "R"}
+            if red:
+                axes.append((lp, {iv.var.name for iv in used if iv.kind != "R"}, red))
+        for n, (a, sa, ra) in enumerate(axes):
+            for c, sc, rc in axes[n + 1:]:
+                if pos[a.var] < pos[c.var] or not (sa or sc):
+                    continue
+                mixed, spatial = (a, sa) if sa else (c, sc)
+                raise ScheduleError(
+                    f"reorder: loops {a.var.name} and {c.var.name} both iterate the reduction "
+                    f"of block {b.name} ({', '.join(sorted(ra | rc))}), and loop "
+                    f"{mixed.var.name} also iterates its spatial axis "
+                    f"{', '.join(sorted(spatial))}; swapping them would run part of an "
+                    "output's reduction before its init. Keep these two loops in order, or "
+                    "reorder before fusing spatial with reduction loops")
 
 
 def _reduction_bound(loop: For) -> list[str]:

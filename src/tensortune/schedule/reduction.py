@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ScheduleError, check
 from ..tir.analysis import conjunction, conjuncts
 from ..tir.arith import evaluate_grid, simplify
-from ..tir.expr import BinOp, BufferLoad, Expr, Var, structural_equal
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, structural_equal
 from ..tir.functor import free_vars, iter_exprs, rewrite_stmt, substitute
 from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Stmt, seq
 from .tree import (
@@ -149,6 +149,48 @@ def _reduction_parts(blk: Block, what: str) -> tuple[BufferStore, str, Expr]:
     return st, st.value.op, st.value.b
 
 
+def _written_slots(blk: Block, var: Var, red_loops: list[For], w_var: Var,
+                   what: str) -> Expr | None:
+    """The final block's guard: the partial-sum slots of ``var`` that some update writes.
+
+    A guarded split of the reduction (``k_0 * 2 + k_1 < 9``) leaves slots that no update
+    writes when ``var`` alone can exceed the extent (``k_0_k_1_f`` = 9 after fusing the
+    two back, or ``k_0`` = 5 of 6 when ``k_1`` is split again): the final sum must not read
+    them, and later schedules of the partial block need not initialise them. The slots
+    are found by evaluating the guard over the reduction loops; they must be a prefix
+    ``var < n`` whose first point (every other reduction loop at 0) is written, since
+    that is where the partial block's init runs.
+    """
+    red = {lp.var: lp.extent for lp in red_loops}
+    terms = [c for c in conjuncts(blk.predicate) if var in free_vars(c)]
+    for c in terms:
+        other = sorted(v.name for v in free_vars(c) if v not in red)
+        if other:
+            raise ScheduleError(
+                f"{what}: block {blk.name}'s guard {c} ties loop {var.name} to loop "
+                f"{other[0]}, so some partial sums would stay unwritten for some outputs; "
+                "rfactor a loop whose guard involves the reduction loops only")
+    guard = conjunction(terms)
+    if guard is None:
+        return None
+    used = [var] + sorted(set().union(*map(free_vars, terms)) - {var}, key=lambda v: v.name)
+    env = {v: np.arange(red[v]).reshape([-1 if i == n else 1 for i in range(len(used))])
+           for n, v in enumerate(used)}
+    ok = evaluate_grid(guard, env) if math.prod(red[v] for v in used) <= 1 << 22 else None
+    check(ok is not None, f"{what}: cannot tell which partial sums block {blk.name}'s "
+                          f"guard {guard} leaves unwritten; rfactor another loop")
+    grid = np.broadcast_to(np.asarray(ok, dtype=bool), [red[v] for v in used])
+    grid = grid.reshape(red[var], -1)
+    written: np.ndarray = np.asarray(grid.any(axis=1))
+    n = int(written.sum())
+    bad = np.flatnonzero(written & ~grid[:, 0])
+    check(not bad.size and bool(written[:n].all()),
+          f"{what}: block {blk.name}'s guard {guard} writes partial sum {var.name} = "
+          f"{int(bad[0]) if bad.size else n} without its first reduction point; rfactor "
+          "another loop")
+    return None if n == red[var] else BinOp("<", w_var, IntImm(n), "bool")
+
+
 def rfactor(func: PrimFunc, var: Var, factor_axis: int = 0) -> tuple[PrimFunc, str]:
     """Turn reduction loop ``var`` into a spatial axis of partial results.
 
@@ -221,7 +263,8 @@ def rfactor(func: PrimFunc, var: Var, factor_axis: int = 0) -> tuple[PrimFunc, s
                                              BufferLoad(rf_buf, part_idx), buf.dtype))
     w_init = BufferStore(buf, out_idx, substitute(blk.init.value, wmap))
     loops = [Var(iv.var.name[1:] or "ax") for iv in w_s] + [Var(var.name)]
-    nest: Stmt = Block(blk.name, tuple(w_s + [w_r]), tuple(loops), w_body, w_init)
+    w_pred = _written_slots(blk, var, red_loops, loops[-1], what)
+    nest: Stmt = Block(blk.name, tuple(w_s + [w_r]), tuple(loops), w_body, w_init, w_pred)
     for lv, n in reversed(list(zip(loops, [iv.extent for iv in w_s] + [loop.extent]))):
         nest = For(lv, n, nest)
     ri = root_index(func, blk.name)
