@@ -87,6 +87,25 @@ def test_last_trials_rebuild_the_best_with_gcc_sched_pressure(tmp_path):
     check_close(tt.compile(f, database=db)(*ins), evaluate(f, ins)[0])
 
 
+def test_sched_pressure_survives_an_outermost_unit_loop():
+    """Found when the variant test ran on a loaded machine, where a different program was
+    fastest: its outermost loop had one iteration, lowering dropped that loop, and the
+    annotation with it, so the kernel built without the pragma."""
+    from tensortune.codegen import emit_c, lower
+    from tensortune.codegen.c import SCHED_PRAGMA
+    from tensortune.search.compile_variants import with_sched_pressure
+
+    f = FUNCS["gmm"]
+    sch = tt.Schedule(f)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [1, None])
+    assert with_sched_pressure(sch) is sch
+    src = emit_c(lower(sch.func), tt.Target.host())
+    assert src.startswith(SCHED_PRAGMA)
+    ins = random_inputs(f)
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
 def test_template_space_and_random_model(tmp_path):
     def template(sch: tt.Schedule) -> None:
         c = sch.get_block("C")

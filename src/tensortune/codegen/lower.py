@@ -41,6 +41,7 @@ from ..tir.functor import (
     walk_with_loops,
 )
 from ..tir.stmt import (
+    SCHED_PRESSURE,
     Allocate,
     Block,
     Buffer,
@@ -204,7 +205,9 @@ def simplify_stmt(s: Stmt, ranges: Ranges | None = None) -> Stmt | None:
                 if b is not None:
                     parts.append(b)
             return seq(parts) if parts else None
-        if s.extent == 1 and s.kind != ForKind.PARALLEL:
+        # A unit loop goes, unless it carries the kernel-wide request for gcc's pre-RA
+        # scheduling: the C emitter looks for it on a loop of the lowered body.
+        if s.extent == 1 and s.kind != ForKind.PARALLEL and not s.annotation(SCHED_PRESSURE):
             return simplify_stmt(substitute_stmt(s.body, {s.var: IntImm(0)}), r)
         r[s.var] = (0, s.extent - 1)
         body = simplify_stmt(s.body, r)
