@@ -172,6 +172,20 @@ def test_rfactor_skips_partial_sums_a_guarded_split_never_writes(factors):
     check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
 
 
+def test_rfactor_refuses_a_slot_written_but_not_at_its_first_reduction_point():
+    """K = 9 split by 4, its parts swapped and fused (k = g % 3 * 4 + g // 3), then split
+    by 2: partial sum g_0 = 4 is written only at g_1 = 1, not at g_1 = 0 where its init
+    would run, so the slot could be read before it was set."""
+    f = tt.workloads.get("gmm", M=4, N=4, K=9)
+    sch = tt.Schedule(f)
+    *_, k = sch.get_loops(sch.get_block("C"))
+    k0, k1 = sch.split(k, [None, 4])
+    sch.reorder(k1, k0)
+    g0, _ = sch.split(sch.fuse(k1, k0), [None, 2])
+    _raises(sch, lambda: sch.rfactor(g0),
+            "writes partial sum k_1_k_0_f_0 = 4 but not at its first reduction point")
+
+
 def test_decompose_reduction_keeps_a_repeated_reduction_restarting():
     """A reduction computed at a consumer loop it does not depend on (LNM's sqsum under
     the output's column loop n) is redone for every n; its init must stay inside n.

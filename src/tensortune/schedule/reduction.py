@@ -184,10 +184,14 @@ def _written_slots(blk: Block, var: Var, red_loops: list[For], w_var: Var,
     written: np.ndarray = np.asarray(grid.any(axis=1))
     n = int(written.sum())
     bad = np.flatnonzero(written & ~grid[:, 0])
-    check(not bad.size and bool(written[:n].all()),
-          f"{what}: block {blk.name}'s guard {guard} writes partial sum {var.name} = "
-          f"{int(bad[0]) if bad.size else n} without its first reduction point; rfactor "
-          "another loop")
+    check(not bad.size, f"{what}: block {blk.name}'s guard {guard} writes partial sum "
+                        f"{var.name} = {int(bad[:1].sum())} but not at its first reduction "
+                        "point, where the init runs; rfactor another loop")
+    if not written[:n].all():
+        raise ScheduleError(
+            f"{what}: block {blk.name}'s guard {guard} leaves partial sum {var.name} = "
+            f"{int(np.flatnonzero(~written)[0])} unwritten but writes later ones; rfactor "
+            "another loop")
     return None if n == red[var] else BinOp("<", w_var, IntImm(n), "bool")
 
 
