@@ -186,6 +186,21 @@ def test_rfactor_refuses_a_slot_written_but_not_at_its_first_reduction_point():
             "writes partial sum k_1_k_0_f_0 = 4 but not at its first reduction point")
 
 
+def test_compute_at_keeps_the_guard_of_an_rfactored_partial_block():
+    """Found by the random-schedule property test: LNM's row sum split by 3 (4 x 3 slots
+    for 10 columns) and rfactored; computing the partial block at the final block's row
+    loop rebuilt its loops without the guard ``j_0 * 3 + j_1 < 10`` and read past the row."""
+    f = tt.workloads.get("lnm", M=4, N=10)
+    sch = tt.Schedule(f)
+    rs = sch.get_block("rowsum")
+    sch.split(sch.get_loops(rs)[1], [None, 3])
+    sch.rfactor(sch.get_loops(rs)[1], 0)
+    sch.compute_at(sch.get_block("rowsum_rf"), sch.get_loops(sch.get_block("rowsum"))[0])
+    assert "where(j_0 * 3 + j_1 < 10)" in str(sch.func)
+    ins = random_inputs(f)
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
 def test_decompose_reduction_keeps_a_repeated_reduction_restarting():
     """A reduction computed at a consumer loop it does not depend on (LNM's sqsum under
     the output's column loop n) is redone for every n; its init must stay inside n.

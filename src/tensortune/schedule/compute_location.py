@@ -15,7 +15,7 @@ tile loop, once the producer's reduction over that tile is complete.
 from __future__ import annotations
 
 from ..errors import ScheduleError, check
-from ..tir.analysis import conjunction, is_dense, region, union
+from ..tir.analysis import conjunction, conjuncts, is_dense, region, union
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, Expr, IntImm, Var, structural_equal
 from ..tir.functor import free_vars, stores_in, substitute
@@ -95,6 +95,13 @@ def _nest(blk: Block, spans: dict[Var, tuple[Expr, int]], outer: Path) -> Stmt:
             g = simplify(cond, ranges)
             if not (isinstance(g, IntImm) and g.value):
                 guards.append(g)
+    # The old guard is over the old loops. Where it constrains only loops bound directly
+    # to iteration variables it is a constraint on the domain itself (an rfactor's
+    # partial block: ``j_0 * 3 + j_1 < 10`` of 4 x 3 slots), carried over to the new
+    # loops; the rest only cut the old loops' overhang, which the spans above replace.
+    direct = {bd: nb for bd, nb in zip(blk.bindings, binds) if isinstance(bd, Var)}
+    guards += [simplify(substitute(c, direct), ranges) for c in conjuncts(blk.predicate)
+               if free_vars(c) <= direct.keys()]
     pred = conjunction(guards)
     body: Stmt = Block(blk.name, blk.iter_vars, tuple(binds), blk.body, blk.init, pred)
     for lv, ext in reversed(loops):
