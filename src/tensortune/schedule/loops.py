@@ -20,9 +20,9 @@ from ..errors import ScheduleError, check
 from ..tir.analysis import conjunction
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, Expr, IntImm, Var
-from ..tir.functor import free_vars, rewrite_stmt, substitute
+from ..tir.functor import rewrite_stmt, substitute
 from ..tir.stmt import LOOP_ANNOTATIONS, Block, For, ForKind, PrimFunc, Stmt
-from .tree import blocks_under, find_loop, replace_loop
+from .tree import blocks_under, find_loop, iter_vars_moved_by, replace_loop
 
 
 def _rebind(body: Stmt, vmap: dict[Var, Expr], ranges: dict[Var, tuple[int, int]],
@@ -161,7 +161,7 @@ def _check_init_first(old: list[For], new: list[For], body: Stmt) -> None:
             continue
         axes: list[tuple[For, set[str], set[str]]] = []     # loop, its spatial/reduction axes
         for lp in old:
-            used = [iv for iv, bind in zip(b.iter_vars, b.bindings) if lp.var in free_vars(bind)]
+            used = iter_vars_moved_by(b, lp.var)
             red = {iv.var.name for iv in used if iv.kind == "R"}
             if red:
                 axes.append((lp, {iv.var.name for iv in used if iv.kind != "R"}, red))
@@ -181,12 +181,8 @@ def _check_init_first(old: list[For], new: list[For], body: Stmt) -> None:
 
 def _reduction_bound(loop: For) -> list[str]:
     """Blocks under ``loop`` that bind it to a reduction iteration variable."""
-    bad = []
-    for b in blocks_under(loop.body):
-        for iv, bind in zip(b.iter_vars, b.bindings):
-            if iv.kind == "R" and loop.var in free_vars(bind):
-                bad.append(f"{b.name}.{iv.var.name}")
-    return bad
+    return [f"{b.name}.{iv.var.name}" for b in blocks_under(loop.body)
+            for iv in iter_vars_moved_by(b, loop.var) if iv.kind == "R"]
 
 
 def set_kind(func: PrimFunc, var: Var, kind: ForKind) -> PrimFunc:

@@ -34,6 +34,7 @@ from .tree import (
     find_loop,
     insert_root,
     iter_blocks,
+    iter_vars_moved_by,
     mutate,
     reads,
     replace_block,
@@ -208,22 +209,20 @@ def rfactor(func: PrimFunc, var: Var, factor_axis: int = 0) -> tuple[PrimFunc, s
     what = f"rfactor({var.name})"
     loop, _ = find_loop(func, var)
     users = [b for b in blocks_under(loop.body)
-             if any(iv.kind == "R" and var in free_vars(bd)
-                    for iv, bd in zip(b.iter_vars, b.bindings))]
+             if any(iv.kind == "R" for iv in iter_vars_moved_by(b, var))]
     check(len(users) == 1, f"{what}: loop {var.name} must iterate the reduction axis of "
                            f"exactly one block, found {len(users)}")
     blk = users[0]
     _, path = find_block(func, blk.name)
     st, op, src = _reduction_parts(blk, what)
-    red_loops = [lp for lp in path if any(
-        lp.var in free_vars(bd) for iv, bd in zip(blk.iter_vars, blk.bindings) if iv.kind == "R")]
+    red_loops = [lp for lp in path
+                 if any(iv.kind == "R" for iv in iter_vars_moved_by(blk, lp.var))]
     # No loop over the reduction (``var`` among them) may also iterate a spatial axis: as
     # ``var`` that would put an output axis into the partial sums, and as another loop,
     # one fused across i, j and k, it would become a reduction axis of the partial block
     # whose init then ran once per loop start, not once per output element.
     for lp in red_loops:
-        mixed = [iv.var.name for iv, bd in zip(blk.iter_vars, blk.bindings)
-                 if iv.kind == "S" and lp.var in free_vars(bd)]
+        mixed = [iv.var.name for iv in iter_vars_moved_by(blk, lp.var) if iv.kind == "S"]
         if mixed:
             raise ScheduleError(f"{what}: loop {lp.var.name} of block {blk.name} iterates "
                                 f"both the reduction and the spatial axis {mixed[0]}; every "

@@ -16,7 +16,7 @@ from dataclasses import replace
 from ..errors import ScheduleError
 from ..tir.expr import BufferLoad, Var
 from ..tir.functor import free_vars, iter_exprs, stmt_exprs, walk
-from ..tir.stmt import Block, Buffer, BufferStore, For, PrimFunc, Seq, Stmt, seq
+from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Seq, Stmt, seq
 
 Path = tuple[For, ...]
 
@@ -121,6 +121,16 @@ def loads_of(b: Block, buf: Buffer) -> list[BufferLoad]:
 
 def writers(func: PrimFunc, buf: Buffer) -> list[Block]:
     return [b for b, _ in iter_blocks(func.body) if buf in writes(b)]
+
+
+def iter_vars_moved_by(b: Block, loop_var: Var) -> list[IterVar]:
+    """The iteration variables of block ``b`` whose bindings use loop ``loop_var``."""
+    return [iv for iv, bnd in zip(b.iter_vars, b.bindings) if loop_var in free_vars(bnd)]
+
+
+def axes_moved_by(b: Block, loop_var: Var) -> set[Var]:
+    """``iter_vars_moved_by`` as a set of their variables."""
+    return {iv.var for iv in iter_vars_moved_by(b, loop_var)}
 
 
 def access_loop_vars(b: Block, bufs: list[Buffer]) -> set[Var]:

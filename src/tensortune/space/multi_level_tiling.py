@@ -22,13 +22,13 @@ from __future__ import annotations
 from ..codegen.simd import chunk_width
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
-from ..schedule.tree import loads_of, readers, reads, writes
+from ..schedule.tree import axes_moved_by, loads_of, readers, reads, writes
 from ..tir.arith import affine
 from ..tir.expr import Var
 from ..tir.functor import free_vars
 from ..tir.stmt import Block, Buffer
 from .layout import LayoutChoice, layout_choices, long_rows, pack_map, set_aliased, strip_map
-from .schedule_rule import ScheduleRule, axes_moved_by, has_reuse, is_elementwise, loop_kinds
+from .schedule_rule import ScheduleRule, has_reuse, is_elementwise, loop_kinds
 
 
 class MultiLevelTiling(ScheduleRule):

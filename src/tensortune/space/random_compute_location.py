@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import BlockRV, Schedule
-from ..schedule.tree import find_block, loads_of, readers, writes
+from ..schedule.tree import axes_moved_by, find_block, loads_of, readers, writes
 from ..tir.arith import affine
 from ..tir.expr import BufferLoad, Select
 from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Block, Buffer, BufferStore, ForKind, PrimFunc
-from .schedule_rule import ScheduleRule, axes_moved_by, has_reuse
+from .schedule_rule import ScheduleRule, has_reuse
 
 
 class RandomComputeLocation(ScheduleRule):

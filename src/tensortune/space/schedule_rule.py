@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 from ..schedule import BlockRV, LoopRV, Schedule
-from ..tir.expr import BufferLoad, Select, Var
+from ..tir.expr import BufferLoad, Select
 from ..tir.functor import free_vars, iter_exprs, stores_in
 from ..tir.stmt import Block, BufferStore
 
@@ -73,7 +73,3 @@ def _value(blk: Block):
     assert isinstance(blk.body, BufferStore)
     return blk.body.value
 
-
-def axes_moved_by(blk: Block, loop_var: Var) -> set[Var]:
-    """The iteration variables of ``blk`` whose bindings use loop ``loop_var``."""
-    return {iv.var for iv, b in zip(blk.iter_vars, blk.bindings) if loop_var in free_vars(b)}
