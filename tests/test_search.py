@@ -289,17 +289,17 @@ def test_unmeasured_survivors_carry_over_and_replace_fresh_draws():
         assert len(first) == 4 and es.survivors
         assert not {c.program for c in es.survivors} & ctx.known
         calls = 0
-        draw = es._draw
+        draws = es._draws
 
-        def counted():
+        def counted(k):
             # Count the draws that made a candidate: a rejected draw (a register tile
             # over the limit) replaces nothing.
             nonlocal calls
-            c = draw()
-            calls += c is not None
-            return c
+            got = draws(k)
+            calls += sum(c is not None for c in got)
+            return got
 
-        es._draw = counted  # type: ignore[method-assign]
+        es._draws = counted  # type: ignore[method-assign]
         second = es.generate(4)
         assert len(second) == 4 and not {c.program for c in second} & {
             c.program for c in first}

@@ -61,8 +61,10 @@ class EvolutionarySearch(SearchStrategy):
             return np.array([self.ctx.rng.random() for _ in cands])
         return self.model.predict(np.stack([c.features() for c in cands]))
 
-    def _draw(self) -> Candidate | None:
-        return self.ctx.draw(self.ctx.rng.randrange(len(self.ctx.spaces)))
+    def _draws(self, k: int) -> list[Candidate | None]:
+        """``k`` fresh draws, each from a design space picked at random."""
+        return self.ctx.draw_many([(self.ctx.rng.randrange(len(self.ctx.spaces)), None, None)
+                                   for _ in range(k)])
 
     def generate(self, n: int) -> list[Candidate]:
         rng = self.ctx.rng
@@ -82,23 +84,25 @@ class EvolutionarySearch(SearchStrategy):
         tries = 0
         drawn: list[Candidate] = []  # this batch's random draws, kept for epsilon-greedy
         while len(pop) < self.population and tries < self.population * 4:
-            tries += 1
-            c = self._draw()
-            if c is not None and c.program not in seen:
-                seen.add(c.program)
-                pop.append(c)
-                drawn.append(c)
-                every.append(c)
+            k = self.population - len(pop)   # drawn together: a pool splits them
+            tries += k
+            for c in self._draws(k):
+                if c is not None and c.program not in seen:
+                    seen.add(c.program)
+                    pop.append(c)
+                    drawn.append(c)
+                    every.append(c)
         for _ in range(self.generations if self.model.trained else 0):
             scores = np.maximum(self._score(pop), 1e-6)
             probs = scores / scores.sum()
-            children = []
+            requests = []
             for _ in range(self.population):
                 parent = pop[int(rng.choices(range(len(pop)), weights=probs)[0])]
                 m = mutate(parent, self.ctx.spaces[parent.space], rng)
-                if m is None:
-                    continue
-                child = self.ctx.draw(parent.space, m[0], m[1])
+                if m is not None:
+                    requests.append((parent.space, m[0], m[1]))
+            children = []
+            for child in self.ctx.draw_many(requests):
                 if child is not None and child.program not in seen:
                     seen.add(child.program)
                     children.append(child)
@@ -127,11 +131,12 @@ class EvolutionarySearch(SearchStrategy):
                 taken.add(c.program)
                 out.append(c)
         while len(out) < n and tries < self.population * 8:
-            tries += 1
-            c = self._draw()
-            if c is not None and c.program not in self.ctx.known and c.program not in taken:
-                taken.add(c.program)
-                out.append(c)
+            k = n - len(out)
+            tries += k
+            for c in self._draws(k):
+                if c is not None and c.program not in self.ctx.known and c.program not in taken:
+                    taken.add(c.program)
+                    out.append(c)
         for c in out:
             self.ctx.known.add(c.program)
         self.survivors = [c for c in pop if c.program not in self.ctx.known]

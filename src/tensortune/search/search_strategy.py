@@ -13,6 +13,8 @@ Example:
 from __future__ import annotations
 
 import random
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +23,16 @@ from ..schedule import Schedule, Trace
 from ..space import ReplayCache, sample
 from ..space.space_generator import SpaceGenerator
 from ..tir.stmt import PrimFunc
+from .draw_pool import DrawPool, PoolError
 
 
 @dataclass
 class Candidate:
-    sch: Schedule
+    """A program proposed for measurement. One drawn in a worker (``DrawPool``) arrives as
+    its trace (``trace_json`` of ``base``) and is replayed when its schedule is asked for:
+    most candidates of a batch's evolution are only scored, never built."""
+
+    _sch: Schedule | None
     space: int                      # index of the design space it was drawn from
     decisions: dict[int, Any]       # its decisions for that space's sampling instructions
     post: list[Any] = field(default_factory=list)   # the post-processor's decisions
@@ -33,10 +40,21 @@ class Candidate:
     niche: tuple[Any, ...] = ()     # its design space and register tile (see ``niche``)
 
     _features: Any = None
+    trace_json: str = ""
+    base: PrimFunc | None = None    # the function ``trace_json`` schedules
 
     def __post_init__(self) -> None:
         if not self.program:
             self.program = self.sch.func.structural_hash()
+
+    @property
+    def sch(self) -> Schedule:
+        if self._sch is None:
+            assert self.base is not None and self.trace_json, "a candidate with no program"
+            sch = Schedule(self.base, verify=False)
+            Trace.from_json(self.trace_json).apply(sch)
+            self._sch = sch
+        return self._sch
 
     def features(self) -> Any:
         """Cost-model features, computed once (scored every generation, then stored)."""
@@ -56,17 +74,44 @@ class SearchContext:
     rng: random.Random = field(default_factory=random.Random)
     cache: ReplayCache | None = field(default_factory=ReplayCache)  # None: full replays
 
+    pool: DrawPool | None = None    # worker processes for ``draw_many``; None: this one
+
     def draw(self, space: int, decisions: dict[int, Any] | None = None,
              post: list[Any] | None = None) -> Candidate | None:
         """Replay design space ``space`` with ``decisions`` (the rest re-drawn)."""
-        sch = sample(self.func, self.spaces[space], self.rng.randrange(1 << 30),
-                     self.generator.postprocs, decisions, [post] if post else [], self.cache)
+        return self._drawn(space, decisions, post, self.rng.randrange(1 << 30))
+
+    def _drawn(self, space: int, decisions: dict[int, Any] | None, post: list[Any] | None,
+               seed: int) -> Candidate | None:
+        sch = sample(self.func, self.spaces[space], seed, self.generator.postprocs,
+                     decisions, [post] if post else [], self.cache)
         if sch is None:
             return None
         n = len(self.spaces[space].insts)
         own = {i: d for i, d in sch.trace.decisions.items() if i < n}
         rest = [d for i, d in sorted(sch.trace.decisions.items()) if i >= n]
         return Candidate(sch, space, own, rest[:2], niche=niche(self.spaces[space], space, own))
+
+    def draw_many(self, requests: Sequence[tuple[int, dict[int, Any] | None, list[Any] | None]]
+                  ) -> list[Candidate | None]:
+        """``draw`` for each (space, decisions, post) of ``requests``, in the worker
+        processes of ``pool`` when there is one. The seeds are drawn here, in order, so a
+        seeded search proposes the same programs with or without the pool."""
+        seeded = [(s, d or {}, p or [], self.rng.randrange(1 << 30)) for s, d, p in requests]
+        if self.pool is not None:
+            try:
+                got = self.pool.draw(seeded)
+            except PoolError as e:
+                warnings.warn(f"{e}; drawing candidates in this process from now on",
+                              stacklevel=2)
+                self.pool = None
+            else:
+                return [None if g is None else
+                        Candidate(None, s, g.decisions, g.post, g.program,
+                                  niche(self.spaces[s], s, g.decisions), g.features,
+                                  g.trace_json, self.func)
+                        for (s, _, _, _), g in zip(seeded, got)]
+        return [self._drawn(s, d, p, seed) for s, d, p, seed in seeded]
 
 
 def niche(space: Trace, index: int, decisions: dict[int, Any]) -> tuple[Any, ...]:
@@ -111,10 +156,12 @@ class ReplayTrace(SearchStrategy):
         out: list[Candidate] = []
         fails = 0
         while len(out) < n and fails < self.max_fail * max(1, n):
-            c = self.ctx.draw(self.ctx.rng.randrange(len(self.ctx.spaces)))
-            if c is None or c.program in self.ctx.known:
-                fails += 1
-                continue
-            self.ctx.known.add(c.program)
-            out.append(c)
+            k = n - len(out)   # drawn together: a pool splits them
+            for c in self.ctx.draw_many([(self.ctx.rng.randrange(len(self.ctx.spaces)),
+                                          None, None) for _ in range(k)]):
+                if c is None or c.program in self.ctx.known:
+                    fails += 1
+                    continue
+                self.ctx.known.add(c.program)
+                out.append(c)
         return out

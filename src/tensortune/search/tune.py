@@ -38,6 +38,7 @@ from ..tir.analysis import flop_count
 from ..tir.printer import func_str
 from ..tir.stmt import PrimFunc
 from .compile_variants import with_sched_pressure
+from .draw_pool import DrawPool, PoolError
 from .records import best_record, fresh_best, replay, retime_records
 from .search_strategy import Candidate, ReplayTrace, SearchContext, SearchStrategy
 
@@ -122,7 +123,7 @@ class TuningTask:
                  strategy: str | SearchStrategy = "evolutionary", cost_model: Any = "lgbm",
                  space: Any = None, seed: int | None = None, name: str | None = None,
                  rewrite: bool = True, early_stop: float = 2.0, prior: bool = True,
-                 load_guard: bool = True) -> None:
+                 load_guard: bool = True, draw_workers: int = 0) -> None:
         if not isinstance(func, PrimFunc):
             raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
         self.target, self.db, self.early_stop = target, db, early_stop
@@ -138,6 +139,11 @@ class TuningTask:
         gen = _space(space, target)
         ctx = SearchContext(func, gen.generate(func), gen, db.programs(wl, fp),
                             random.Random(seed))
+        if draw_workers > 0:
+            try:
+                ctx.pool = DrawPool(func, ctx.spaces, gen.postprocs, draw_workers)
+            except PoolError:   # a template's closure cannot be pickled: draw here
+                ctx.pool = None
         self.strategy = _strategy(strategy, cost_model)
         self.strategy.init(ctx)
         model = getattr(self.strategy, "model", None)
@@ -238,6 +244,12 @@ class TuningTask:
         top = self.db.top_k(self.workload, self.fingerprint, 1)
         return top[0] if top else None
 
+    def close(self) -> None:
+        """Stop the draw workers, if any (a closed task can still step, drawing here)."""
+        pool, self.strategy.ctx.pool = self.strategy.ctx.pool, None
+        if pool is not None:
+            pool.close()
+
 
 def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | None = None,
          target: Target | None = None, strategy: str | SearchStrategy = "evolutionary",
@@ -245,7 +257,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          seed: int | None = None, timeout: float = 10.0, name: str | None = None,
          progress: Callable[[dict], None] | None = None, rewrite: bool = True,
          early_stop: float = 2.0, retime_top: int = 5, prior: bool = True,
-         load_guard: bool = True, sched_variants: int = 3) -> TuneResult:
+         load_guard: bool = True, sched_variants: int = 3,
+         draw_workers: int | None = None) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned.
@@ -262,13 +275,18 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     ``sched_variants`` trials (when ``trials`` is at least 16 times that) build the fastest
     programs again with gcc's pre-RA scheduling (``compile_variants``); 0 leaves them to
     the search.
+    ``draw_workers`` processes replay and score the search's proposals (``DrawPool``);
+    None takes one per core when there are two or more and ``trials`` is at least 32
+    (starting them costs about a second), 0 proposes in this process.
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it)."""
     tgt = target or Target.host()
     db = _open(database)
+    if draw_workers is None:
+        draw_workers = tgt.cores if tgt.cores > 1 and trials >= 32 else 0
     task = TuningTask(func, db, tgt, strategy=strategy, cost_model=cost_model, space=space,
                       seed=seed, name=name, rewrite=rewrite, early_stop=early_stop,
-                      prior=prior, load_guard=load_guard)
+                      prior=prior, load_guard=load_guard, draw_workers=draw_workers)
     builder = LocalBuilder(tgt)
     result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
@@ -283,9 +301,12 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
 
     variants = sched_variants if trials >= 16 * sched_variants else 0
     with LocalRunner(timeout=timeout) as runner:
-        while task.trials < trials - variants and not task.exhausted:
-            task.step(builder, runner, min(batch_size, trials - variants - task.trials),
-                      report)
+        try:
+            while task.trials < trials - variants and not task.exhausted:
+                task.step(builder, runner, min(batch_size, trials - variants - task.trials),
+                          report)
+        finally:
+            task.close()
         if variants and task.trials:
             task.try_sched_pressure(builder, runner, variants, report)
         if retime_top > 1 and task.trials:

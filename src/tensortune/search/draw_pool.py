@@ -1,0 +1,143 @@
+"""Candidates drawn in worker processes, so a search's proposals use every core.
+
+A batch's proposal replays some two hundred traces (fresh draws and mutants) and extracts
+their features, all in Python on one core; on a small machine that is a third to a half
+of a cheap workload's tuning time while the other cores wait. A ``DrawPool`` sends the
+requests (design space, decisions, post-processor decisions, seed: all drawn by the
+caller's random generator, so the programs do not depend on how the work is split) to
+``workers`` processes, each with its own replay cache. They send back the plain data of
+each candidate (its decisions, structural hash, features and trace as JSON) and the caller
+replays a trace only when its candidate is chosen for measurement.
+
+The workers are plain interpreters running this module, as the runner's are (no
+re-import of the caller's ``__main__``). A design space whose post-processors cannot be
+pickled (a user's template with a closure) is drawn in the caller instead.
+
+Example:
+    >>> with DrawPool(func, spaces, gen.postprocs, workers=2) as pool:
+    ...     results = pool.draw([(0, {}, [], 7), (0, {3: [4, 8]}, [], 8)])
+"""
+
+from __future__ import annotations
+
+import pickle
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from ..schedule import Trace
+from ..space import Postproc
+from ..tir.stmt import PrimFunc
+
+# (design space, decisions by instruction index, post-processor decisions, seed)
+Request = tuple[int, dict[int, Any], list[Any], int]
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One candidate as a worker sends it back; ``decisions`` and ``post`` as
+    ``SearchContext.draw`` would keep them."""
+
+    decisions: dict[int, Any]
+    post: list[Any]
+    program: str
+    features: np.ndarray
+    trace_json: str
+
+
+class PoolError(RuntimeError):
+    """A worker died or could not be started; the caller draws serially instead."""
+
+
+class DrawPool:
+    def __init__(self, func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc],
+                 workers: int) -> None:
+        try:
+            self._setup = pickle.dumps((func, spaces, list(postprocs)))
+        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            raise PoolError(f"the design spaces cannot be sent to a worker: {e}") from e
+        self.workers = workers
+        self._procs: list[subprocess.Popen] = []
+        self._conns: list[Connection] = []
+
+    def _start(self) -> None:
+        for _ in range(self.workers):
+            parent, child = socket.socketpair()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tensortune.search.draw_worker", str(child.fileno())],
+                pass_fds=(child.fileno(),))
+            child.close()
+            conn = Connection(parent.detach())
+            conn.send_bytes(self._setup)
+            self._procs.append(proc)
+            self._conns.append(conn)
+
+    def draw(self, requests: list[Request]) -> list[Drawn | None]:
+        """The candidates of ``requests``, in order; None where a drawn decision made a
+        primitive illegal. Raises ``PoolError`` if a worker is gone (the pool is closed)."""
+        if not requests:
+            return []
+        if not self._procs:
+            self._start()
+        n = len(self._conns)
+        # Contiguous shares keep a parent's mutants together, where a worker's replay
+        # cache most often resumes from a shared prefix.
+        size = -(-len(requests) // n)
+        shares = [requests[i:i + size] for i in range(0, len(requests), size)]
+        try:
+            for conn, share in zip(self._conns, shares):
+                conn.send(share)
+            replies = [conn.recv() for conn in self._conns[:len(shares)]]
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError) as e:
+            self.close()
+            raise PoolError(f"a draw worker stopped: {e}") from e
+        out: list[Drawn | None] = []
+        for reply in replies:
+            if isinstance(reply, str):   # an exception other than an illegal decision
+                raise RuntimeError(f"drawing a candidate in a worker failed: {reply}")
+            out += reply
+        return out
+
+    def close(self) -> None:
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+            conn.close()
+        for proc in self._procs:
+            try:
+                proc.wait(2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        self._procs, self._conns = [], []
+
+    def __enter__(self) -> DrawPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def draw_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], req: Request,
+             cache: Any) -> Drawn | None:
+    """Replay one request (the worker's side, and the check that both sides agree)."""
+    from ..cost_model import extract
+    from ..space import sample
+
+    space, decisions, post, seed = req
+    sch = sample(func, spaces[space], seed, postprocs, decisions, [post] if post else [],
+                 cache)
+    if sch is None:
+        return None
+    n = len(spaces[space].insts)
+    own = {i: d for i, d in sch.trace.decisions.items() if i < n}
+    rest = [d for i, d in sorted(sch.trace.decisions.items()) if i >= n]
+    return Drawn(own, rest[:2], sch.func.structural_hash(), extract(sch.func),
+                 sch.trace.as_json())

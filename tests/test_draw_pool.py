@@ -1,0 +1,115 @@
+"""Proposals drawn in worker processes (``DrawPool``): the same programs as drawn here, a
+correct tuned kernel, and a fall-back to drawing here when a worker is lost."""
+
+import random
+import warnings
+
+import numpy as np
+import pytest
+
+import tensortune as tt
+from tensortune.cost_model.cost_model import RandomModel
+from tensortune.database import Database
+from tensortune.reference import check_close, evaluate, random_inputs
+from tensortune.search import EvolutionarySearch, SearchContext
+from tensortune.search.draw_pool import DrawPool, PoolError
+from tensortune.search.search_strategy import ReplayTrace
+from tensortune.search.tune import TuningTask
+from tensortune.space import PostOrderApply, ScheduleFn
+
+FUNC = tt.workloads.get("gmm", M=24, N=40, K=12)
+GEN = PostOrderApply.default(tt.Target.host())
+SPACES = GEN.generate(FUNC)
+
+
+class _ScoredAtRandom(RandomModel):
+    """Random scores that count as trained, so the evolution runs its generations."""
+
+    @property
+    def trained(self) -> bool:
+        return True
+
+
+def _propose(strategy, pool, seed, n):
+    ctx = SearchContext(FUNC, SPACES, GEN, rng=random.Random(seed))
+    ctx.pool = pool
+    strategy.init(ctx)
+    return strategy.generate(n)
+
+
+@pytest.mark.parametrize("make", [ReplayTrace,
+                                  lambda: EvolutionarySearch(_ScoredAtRandom(3), population=12,
+                                                             generations=2)],
+                         ids=["replay", "evolutionary"])
+def test_a_pool_proposes_the_programs_drawn_here(make):
+    here = _propose(make(), None, 11, 8)
+    with DrawPool(FUNC, SPACES, GEN.postprocs, workers=2) as pool:
+        there = _propose(make(), pool, 11, 8)
+    assert len(here) == 8
+    assert [c.program for c in there] == [c.program for c in here]
+    assert [c.decisions for c in there] == [c.decisions for c in here]
+    assert [c.niche for c in there] == [c.niche for c in here]
+    assert all(np.array_equal(a.features(), b.features()) for a, b in zip(here, there))
+    # A pooled candidate arrives as its trace and is replayed only when built.
+    assert all(c._sch is None for c in there)
+    assert all(c.sch.func.structural_hash() == c.program for c in there)
+    ins = random_inputs(FUNC)
+    check_close(tt.build(there[0].sch)(*ins), evaluate(FUNC, ins)[0])
+
+
+def test_tuning_with_draw_workers_returns_a_correct_kernel(tmp_path):
+    res = tt.tune(FUNC, trials=24, database=tmp_path / "t.db", seed=2, draw_workers=2,
+                  retime_top=0, sched_variants=0, load_guard=False)
+    assert res.trials == 24 and res.record is not None
+    ins = random_inputs(FUNC)
+    check_close(res.kernel(*ins), evaluate(FUNC, ins)[0])
+
+
+def test_a_closed_task_draws_here(tmp_path):
+    task = TuningTask(FUNC, Database(tmp_path / "t.db"), tt.Target.host(), seed=2,
+                      draw_workers=2, load_guard=False)
+    batch = task.strategy.generate(4)
+    assert len(batch) == 4 and all(c._sch is None and c.trace_json for c in batch)
+    task.close()
+    assert task.strategy.ctx.pool is None
+    later = task.strategy.generate(4)
+    assert len(later) == 4 and all(c._sch is not None for c in later)
+
+
+def test_a_lost_worker_leaves_the_search_drawing_here():
+    with DrawPool(FUNC, SPACES, GEN.postprocs, workers=2) as pool:
+        first = _propose(ReplayTrace(), pool, 5, 4)
+        for proc in pool._procs:
+            proc.kill()
+            proc.wait()
+        ctx = SearchContext(FUNC, SPACES, GEN, rng=random.Random(5))
+        ctx.pool = pool
+        strategy = ReplayTrace()
+        strategy.init(ctx)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            again = strategy.generate(4)
+    assert ctx.pool is None
+    assert any("draw worker stopped" in str(w.message) for w in caught)
+    # Drawn here with the same seeds: the same programs as the pool drew before.
+    assert [c.program for c in again] == [c.program for c in first]
+    assert all(c._sch is not None for c in again)
+
+
+def test_a_space_that_cannot_be_pickled_is_drawn_here(tmp_path):
+    class LocalPostproc:   # a class local to a function cannot be pickled
+        def apply_all(self, sch, decisions=None):
+            return None
+
+    with pytest.raises(PoolError, match="cannot be sent to a worker"):
+        DrawPool(FUNC, SPACES, [LocalPostproc()], workers=2)
+
+    def template(sch):
+        blk = sch.get_block("C")
+        i, _, _ = sch.get_loops(blk)
+        sch.parallel(i)
+
+    space = ScheduleFn(template, postprocs=[LocalPostproc()])
+    task = TuningTask(FUNC, Database(tmp_path / "t.db"), tt.Target.host(), space=space,
+                      draw_workers=2, load_guard=False)
+    assert task.strategy.ctx.pool is None
