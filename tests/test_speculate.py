@@ -124,6 +124,27 @@ def test_a_tail_reading_past_an_owned_buffer_grows_it():
     assert len(ifs) == 1 and ifs[0].then.buffer is out  # only the write-back's test
 
 
+def test_a_tail_of_a_split_unit_loop_stays_inside_the_buffers():
+    """The property test's crash (a segfault): split the unit batch loop of a conv by 2,
+    with the ReLU computed under it. The tail row n = 1 reads ``pad[1, ...]`` and stores
+    ``conv[1, ...]``; the buffers grew in their second dimension, which changed the stride
+    of the first, and the compacted ``conv`` was never grown for the store at all. Both
+    now grow in the first dimension, and the kernel computes the reference."""
+    f = tt.workloads.get("c2d", C=3, K=4, H=6, W=5)
+    sch = tt.Schedule(f)
+    loops = lambda b: sch.get_loops(sch.get_block(b))  # noqa: E731
+    sch.fuse(*loops("pad")[0:2])
+    sch.reverse_compute_at(sch.get_block("relu"), loops("conv")[0])
+    sch.fuse(*loops("pad")[0:2])
+    sch.split(loops("conv")[0], [None, 2])
+    low = lower(sch.func)
+    shapes = {x.buffer.name: x.buffer.shape for x in walk(low.body) if isinstance(x, Allocate)}
+    shapes.update({b.name: b.shape for b in low.alloc_buffers})
+    assert shapes["pad"] == (2, 3, 8, 7) and shapes["conv"] == (2, 4, 6, 5)
+    ins = random_inputs(f)
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10_000), shape=st.sampled_from(
     [dict(C=8, K=16, H=7, W=7), dict(C=4, K=32, H=10, W=5), dict(C=8, K=8, H=13, W=11)]))

@@ -70,9 +70,10 @@ def speculate_tails(func: PrimFunc) -> PrimFunc:
     ctx = _Ctx(reads, own, {})
     body = _rewrite(func.body, {}, ctx)
     allocs = list(func.alloc_buffers)
-    for buf, need in ctx.grow.items():
-        # The first dimension past leading 1s grows: the strides the indices use stay.
-        d = next((i for i, n in enumerate(buf.shape) if n > 1), 0)
+    for buf, (need, d) in ctx.grow.items():
+        # Dimension d grows: the first one past leading 1s that every access indexes at
+        # 0 only, so the strides the indices use stay. (A split of a unit loop indexes a
+        # leading 1 past 0; growing a dimension after it would change its stride.)
         row = math.prod(buf.shape[d + 1:])
         shape = buf.shape[:d] + (-(-need // row),) + buf.shape[d + 1:]
         new = Buffer(buf.name, shape, buf.dtype, buf.scope)
@@ -85,7 +86,7 @@ def speculate_tails(func: PrimFunc) -> PrimFunc:
 class _Ctx:
     reads: Reads
     own: set  # buffers this function allocates: they may grow instead of clamping
-    grow: dict  # buffer -> elements its allocation must hold
+    grow: dict  # buffer -> (elements its allocation must hold, dimension to grow)
 
 
 def _retarget_alloc(s: Stmt, old: Buffer, new: Buffer) -> Stmt:
@@ -173,6 +174,12 @@ def _speculate(s: IfThenElse, r: Ranges, ctx: _Ctx) -> Stmt | None:
         value = _clamp(st.value, r, allowed, ctx.own, grow)
         if value is None:
             return None
+        # The element a tail row stores to must exist as well: compaction may have cut the
+        # buffer to the rows the test lets through (a guarded split of a unit loop).
+        target = BufferLoad(st.buffer, st.indices)
+        kept = _clamp(target, r, set(), ctx.own, grow)
+        if kept is None or structural_key(kept) != structural_key(target):
+            return None
         clamped.append(BufferStore(st.buffer, st.indices, value))
     ctx.grow.update(grow)
     rest = conjunction([t for t in terms if structural_key(t) not in need])
@@ -184,7 +191,8 @@ def _clamp(e: Expr, r: Ranges, allowed: set, own: set, grow: dict) -> Expr | Non
     """``e`` with every load kept inside its buffer; None if that is not cheap.
 
     A buffer this function allocates grows (``grow``: its allocation gets the rows the
-    tail reads past its end, never written, never stored): nothing changes in the loop.
+    tail reads past its end, never written, never stored, and the dimension that may
+    grow without changing a stride an access uses): nothing changes in the loop.
     An input is clamped (``min(row, n - 1)``), but only where the index uses no variable
     but the test's, so the clamp is hoisted out of the reduction: a clamp of a conv's
     ``row + ry`` ran inside it and made C2D programs 1.07-1.35x slower."""
@@ -207,7 +215,10 @@ def _clamp(e: Expr, r: Ranges, allowed: set, own: set, grow: dict) -> Expr | Non
             for b, n in zip(reversed(bounds), reversed(shape), strict=True):
                 hi += b[1] * stride
                 stride *= n
-            grow[x.buffer] = max(grow.get(x.buffer, 0), hi + 1, math.prod(shape))
+            d = next((i for i, (b, n) in enumerate(zip(bounds, shape)) if n > 1 or b[1] > 0),
+                     0)
+            need, dim = grow.get(x.buffer, (0, d))
+            grow[x.buffer] = (max(need, hi + 1, math.prod(shape)), min(dim, d))
             return x
         idx: list[Expr] = []
         for i, b, n in zip(x.indices, bounds, shape, strict=True):
