@@ -65,7 +65,11 @@ class DrawPool:
         self._procs: list[subprocess.Popen] = []
         self._conns: list[Connection] = []
 
-    def _start(self) -> None:
+    def start(self) -> None:
+        """Start the workers now (their imports then overlap the caller's work); the
+        first ``draw`` starts them otherwise."""
+        if self._procs:
+            return
         for _ in range(self.workers):
             parent, child = socket.socketpair()
             proc = subprocess.Popen(
@@ -82,8 +86,7 @@ class DrawPool:
         primitive illegal. Raises ``PoolError`` if a worker is gone (the pool is closed)."""
         if not requests:
             return []
-        if not self._procs:
-            self._start()
+        self.start()
         n = len(self._conns)
         # Contiguous shares keep a parent's mutants together, where a worker's replay
         # cache most often resumes from a shared prefix.

@@ -144,6 +144,8 @@ class TuningTask:
                 ctx.pool = DrawPool(func, ctx.spaces, gen.postprocs, draw_workers)
             except PoolError:   # a template's closure cannot be pickled: draw here
                 ctx.pool = None
+            else:
+                ctx.pool.start()   # their imports overlap the prior's training below
         self.strategy = _strategy(strategy, cost_model)
         self.strategy.init(ctx)
         model = getattr(self.strategy, "model", None)
