@@ -11,17 +11,15 @@ Example:
 
 from __future__ import annotations
 
-import socket
 import statistics
 import subprocess
-import sys
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
 from ..tir.stmt import PrimFunc
+from .process import spawn
 
 
 @dataclass(frozen=True)
@@ -70,14 +68,7 @@ class LocalRunner:
         self._runs = 0
 
     def _start(self) -> None:
-        # A plain interpreter running the worker module: unlike multiprocessing's spawn it
-        # never re-imports the caller's __main__, so scripts need no __main__ guard.
-        parent, child = socket.socketpair()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tensortune.measure.worker", str(child.fileno())],
-            pass_fds=(child.fileno(),))
-        child.close()
-        self._conn = Connection(parent.detach())
+        self._proc, self._conn = spawn("tensortune.measure.worker")
         self._keys = set()
         self._runs = 0
 

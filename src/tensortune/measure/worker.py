@@ -69,19 +69,11 @@ def run_one(msg: dict, cache: dict) -> dict:
 
 
 def worker_main(conn: Any) -> None:
+    from .process import serve
+
     cache: dict = {}
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        try:
-            reply = run_one(msg, cache)
-        except Exception as e:  # noqa: BLE001 - reported to the parent as a value
-            reply = {"error_kind": "runtime_error", "error_msg": f"{type(e).__name__}: {e}"}
-        conn.send(reply)
+    serve(conn, lambda msg: run_one(msg, cache),
+          lambda e: {"error_kind": "runtime_error", "error_msg": f"{type(e).__name__}: {e}"})
 
 
 if __name__ == "__main__":

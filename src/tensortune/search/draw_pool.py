@@ -9,9 +9,10 @@ caller's random generator, so the programs do not depend on how the work is spli
 each candidate (its decisions, structural hash, features and trace as JSON) and the caller
 replays a trace only when its candidate is chosen for measurement.
 
-The workers are plain interpreters running this module, as the runner's are (no
-re-import of the caller's ``__main__``). A design space whose post-processors cannot be
-pickled (a user's template with a closure) is drawn in the caller instead.
+The workers are plain interpreters running ``draw_worker``, as the runner's are
+(``measure.process``: no re-import of the caller's ``__main__``). A design space whose
+post-processors cannot be pickled (a user's template with a closure) is drawn in the
+caller instead.
 
 Example:
     >>> with DrawPool(func, spaces, gen.postprocs, workers=2) as pool:
@@ -21,15 +22,14 @@ Example:
 from __future__ import annotations
 
 import pickle
-import socket
 import subprocess
-import sys
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
+from ..measure.process import spawn
 from ..schedule import Trace
 from ..space import Postproc
 from ..tir.stmt import PrimFunc
@@ -71,12 +71,7 @@ class DrawPool:
         if self._procs:
             return
         for _ in range(self.workers):
-            parent, child = socket.socketpair()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "tensortune.search.draw_worker", str(child.fileno())],
-                pass_fds=(child.fileno(),))
-            child.close()
-            conn = Connection(parent.detach())
+            proc, conn = spawn("tensortune.search.draw_worker")
             conn.send_bytes(self._setup)
             self._procs.append(proc)
             self._conns.append(conn)

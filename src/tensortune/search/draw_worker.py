@@ -9,28 +9,19 @@ from __future__ import annotations
 import pickle
 import sys
 from multiprocessing.connection import Connection
-from typing import Any
 
 from .draw_pool import draw_one
 
 
 def worker_main(conn: Connection) -> None:
+    from ..measure.process import serve
     from ..space import ReplayCache
 
     func, spaces, postprocs = pickle.loads(conn.recv_bytes())
     cache = ReplayCache()
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        try:
-            reply: Any = [draw_one(func, spaces, postprocs, r, cache) for r in msg]
-        except Exception as e:  # noqa: BLE001 - sent to the caller, which raises it
-            reply = f"{type(e).__name__}: {e}"
-        conn.send(reply)
+    # An exception other than an illegal decision goes back as text; the caller raises it.
+    serve(conn, lambda msg: [draw_one(func, spaces, postprocs, r, cache) for r in msg],
+          lambda e: f"{type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":
