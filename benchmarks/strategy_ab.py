@@ -69,11 +69,12 @@ def main() -> None:
             for arm in order:
                 kw: dict = (dict(TUNE_ARMS[arm]) if arm in TUNE_ARMS else
                             {"strategy": EvolutionarySearch(**ARMS[arm])})  # type: ignore[arg-type]
-                os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ab-cache-")
-                t0 = time.time()
-                res = tt.tune(func, trials=args.trials, seed=seed, retime_top=0,
-                              database=str(out / f"{stamp}-{name}-{arm}-{seed}.db"), **kw)
-                secs = time.time() - t0
+                with tempfile.TemporaryDirectory(prefix="ab-cache-") as cache:
+                    os.environ["XDG_CACHE_HOME"] = cache
+                    t0 = time.time()
+                    res = tt.tune(func, trials=args.trials, seed=seed, retime_top=0,
+                                  database=str(out / f"{stamp}-{name}-{arm}-{seed}.db"), **kw)
+                    secs = time.time() - t0
                 row = {"wl": name, "arm": arm, "seed": seed, "secs": round(secs, 1),
                        "trials/s": round(res.trials / secs, 2),
                        **{f"@{k}": round(res.flops / best_at(res.history, k) / 1e9, 1)

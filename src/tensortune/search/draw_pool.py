@@ -1,9 +1,9 @@
 """Candidates drawn in worker processes, so a search's proposals use every core.
 
 A batch's proposal replays some two hundred traces (fresh draws and mutants) and extracts
-their features, all in Python on one core; on a small machine that is a third to a half
-of a cheap workload's tuning time while the other cores wait. A ``DrawPool`` sends the
-requests (design space, decisions, post-processor decisions, seed: all drawn by the
+their features, all in Python on one core; on the 2-core host that was 19-26% of a
+64-trial run on C2D, GMM and DEP while the other core waited (RESULTS.md). A ``DrawPool``
+sends the requests (design space, decisions, post-processor decisions, seed: all drawn by the
 caller's random generator, so the programs do not depend on how the work is split) to
 ``workers`` processes, each with its own replay cache. They send back the plain data of
 each candidate (its decisions, structural hash, features and trace as JSON) and the caller
@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ..measure.process import spawn
-from ..schedule import Trace
-from ..space import Postproc
+from ..schedule import Schedule, Trace
+from ..space import Postproc, sample
 from ..tir.stmt import PrimFunc
 
 # (design space, decisions by instruction index, post-processor decisions, seed)
@@ -123,19 +123,31 @@ class DrawPool:
         self.close()
 
 
-def draw_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], req: Request,
-             cache: Any) -> Drawn | None:
-    """Replay one request (the worker's side, and the check that both sides agree)."""
-    from ..cost_model import extract
-    from ..space import sample
-
-    space, decisions, post, seed = req
-    sch = sample(func, spaces[space], seed, postprocs, decisions, [post] if post else [],
-                 cache)
+def replay_draw(func: PrimFunc, space: Trace, seed: int, postprocs: list[Postproc],
+                decisions: dict[int, Any] | None, post: list[Any] | None, cache: Any
+                ) -> tuple[Schedule, dict[int, Any], list[Any]] | None:
+    """Design space ``space`` replayed with ``decisions`` (the rest drawn from ``seed``),
+    with its own decisions and the post-processor's, as a candidate keeps them; None if a
+    drawn decision makes a primitive illegal. ``SearchContext`` draws through it in this
+    process, the workers through ``draw_one``."""
+    sch = sample(func, space, seed, postprocs, decisions, [post] if post else [], cache)
     if sch is None:
         return None
-    n = len(spaces[space].insts)
+    n = len(space.insts)
     own = {i: d for i, d in sch.trace.decisions.items() if i < n}
     rest = [d for i, d in sorted(sch.trace.decisions.items()) if i >= n]
-    return Drawn(own, rest[:2], sch.func.structural_hash(), extract(sch.func),
+    return sch, own, rest[:2]
+
+
+def draw_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], req: Request,
+             cache: Any) -> Drawn | None:
+    """Replay one request and keep the plain data of its candidate (the worker's side)."""
+    from ..cost_model import extract
+
+    space, decisions, post, seed = req
+    got = replay_draw(func, spaces[space], seed, postprocs, decisions, post, cache)
+    if got is None:
+        return None
+    sch, own, rest = got
+    return Drawn(own, rest, sch.func.structural_hash(), extract(sch.func),
                  sch.trace.as_json())

@@ -20,10 +20,10 @@ from typing import Any
 
 from ..database import TuningRecord
 from ..schedule import Schedule, Trace
-from ..space import ReplayCache, sample
+from ..space import ReplayCache
 from ..space.space_generator import SpaceGenerator
 from ..tir.stmt import PrimFunc
-from .draw_pool import DrawPool, PoolError
+from .draw_pool import DrawPool, PoolError, replay_draw
 
 
 @dataclass
@@ -83,14 +83,12 @@ class SearchContext:
 
     def _drawn(self, space: int, decisions: dict[int, Any] | None, post: list[Any] | None,
                seed: int) -> Candidate | None:
-        sch = sample(self.func, self.spaces[space], seed, self.generator.postprocs,
-                     decisions, [post] if post else [], self.cache)
-        if sch is None:
+        got = replay_draw(self.func, self.spaces[space], seed, self.generator.postprocs,
+                          decisions, post, self.cache)
+        if got is None:
             return None
-        n = len(self.spaces[space].insts)
-        own = {i: d for i, d in sch.trace.decisions.items() if i < n}
-        rest = [d for i, d in sorted(sch.trace.decisions.items()) if i >= n]
-        return Candidate(sch, space, own, rest[:2], niche=niche(self.spaces[space], space, own))
+        sch, own, rest = got
+        return Candidate(sch, space, own, rest, niche=niche(self.spaces[space], space, own))
 
     def draw_many(self, requests: Sequence[tuple[int, dict[int, Any] | None, list[Any] | None]]
                   ) -> list[Candidate | None]:

@@ -72,4 +72,3 @@ def is_elementwise(blk: Block) -> bool:
 def _value(blk: Block):
     assert isinstance(blk.body, BufferStore)
     return blk.body.value
-
