@@ -170,8 +170,13 @@ def test_register_kernel_ceiling_is_below_the_fma_peak():
     the register-only FMA peak by more than timing noise, and it does real work."""
     from tensortune.measure.peak import fma_peak, register_kernel_peak
 
-    peak = fma_peak(1, seconds=0.2, rounds=3)
-    tile = register_kernel_peak(6, 2, threads=1, rounds=3)
+    # Alternated, best of each: another process on the core lowers whichever reading it
+    # overlaps, never raises one, so the best readings are the two kernels' own speeds.
+    peaks, tiles = [], []
+    for _ in range(3):
+        peaks.append(fma_peak(1, seconds=0.1, rounds=1))
+        tiles.append(register_kernel_peak(6, 2, threads=1, rounds=1))
+    peak, tile = max(peaks), max(tiles)
     assert 0.1 * peak < tile < 1.3 * peak
 
 

@@ -46,7 +46,7 @@ def _tune(args: argparse.Namespace) -> int:
     console = Console()
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
     target = tt.Target.host()
-    peak = fma_peak(target.cores, target, rounds=3)
+    peak = fma_peak(target.cores, target, seconds=0.1)
     console.print(f"[bold]{func.name}[/] on {target}\nmeasured peak {peak:.0f} GFLOP/s")
     cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("best {task.fields[gflops]:8.1f} GFLOP/s ({task.fields[pct]:4.1f}% peak)"),
@@ -66,7 +66,7 @@ def _tune(args: argparse.Namespace) -> int:
                       name=args.workload, progress=progress)
     # Read the peak again and keep the higher: a reading taken while the machine was
     # slowed (a busy neighbour, a host in a slow state) would put % peak above 100.
-    again = fma_peak(target.cores, target, rounds=3)
+    again = fma_peak(target.cores, target, seconds=0.1)
     if again > 1.1 * peak:
         console.print(f"measured peak again after tuning: {again:.0f} GFLOP/s (the first "
                       "reading met a slower machine); % peak uses the higher")
