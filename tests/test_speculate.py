@@ -124,12 +124,9 @@ def test_a_tail_reading_past_an_owned_buffer_grows_it():
     assert len(ifs) == 1 and ifs[0].then.buffer is out  # only the write-back's test
 
 
-def test_a_tail_of_a_split_unit_loop_stays_inside_the_buffers():
-    """The property test's crash (a segfault): split the unit batch loop of a conv by 2,
-    with the ReLU computed under it. The tail row n = 1 reads ``pad[1, ...]`` and stores
-    ``conv[1, ...]``; the buffers grew in their second dimension, which changed the stride
-    of the first, and the compacted ``conv`` was never grown for the store at all. Both
-    now grow in the first dimension, and the kernel computes the reference."""
+def _unit_batch_split() -> tuple[PrimFunc, tt.Schedule]:
+    """A small conv whose unit batch loop is split by 2, with the ReLU computed under
+    it: the tail row n = 1 reads past ``pad`` and stores past ``conv``."""
     f = tt.workloads.get("c2d", C=3, K=4, H=6, W=5)
     sch = tt.Schedule(f)
     loops = lambda b: sch.get_loops(sch.get_block(b))  # noqa: E731
@@ -137,6 +134,16 @@ def test_a_tail_of_a_split_unit_loop_stays_inside_the_buffers():
     sch.reverse_compute_at(sch.get_block("relu"), loops("conv")[0])
     sch.fuse(*loops("pad")[0:2])
     sch.split(loops("conv")[0], [None, 2])
+    return f, sch
+
+
+def test_a_tail_of_a_split_unit_loop_stays_inside_the_buffers():
+    """The property test's crash (a segfault): split the unit batch loop of a conv by 2,
+    with the ReLU computed under it. The tail row n = 1 reads ``pad[1, ...]`` and stores
+    ``conv[1, ...]``; the buffers grew in their second dimension, which changed the stride
+    of the first, and the compacted ``conv`` was never grown for the store at all. Both
+    now grow in the first dimension, and the kernel computes the reference."""
+    f, sch = _unit_batch_split()
     low = lower(sch.func)
     shapes = {x.buffer.name: x.buffer.shape for x in walk(low.body) if isinstance(x, Allocate)}
     shapes.update({b.name: b.shape for b in low.alloc_buffers})
@@ -183,13 +190,7 @@ def test_rows_a_tail_reads_past_a_buffer_are_zeroed_before_it():
     memory never written often holds denormals as floats, which made some programs
     1.5-3.0x slower by an amount that depended on the memory: the kernel now stores
     zeros there first, whether the buffer is the function's or a local allocation."""
-    f = tt.workloads.get("c2d", C=3, K=4, H=6, W=5)
-    sch = tt.Schedule(f)
-    loops = lambda b: sch.get_loops(sch.get_block(b))  # noqa: E731
-    sch.fuse(*loops("pad")[0:2])
-    sch.reverse_compute_at(sch.get_block("relu"), loops("conv")[0])
-    sch.fuse(*loops("pad")[0:2])
-    sch.split(loops("conv")[0], [None, 2])
+    _, sch = _unit_batch_split()
     low = lower(sch.func)
     (pad,) = [b for b in low.alloc_buffers if b.name == "pad"]
     first = low.body.stmts[0] if isinstance(low.body, Seq) else low.body
