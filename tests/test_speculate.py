@@ -11,6 +11,7 @@ import tensortune as tt
 from tensortune.codegen import lower
 from tensortune.codegen.speculate import speculate_tails
 from tensortune.reference import check_close, evaluate, random_inputs
+from tensortune.tir.arith import evaluate_grid
 from tensortune.tir.expr import BinOp, FloatImm, IntImm, Var
 from tensortune.tir.functor import walk
 from tensortune.tir.stmt import Allocate, Buffer, BufferStore, For, IfThenElse, PrimFunc, Seq
@@ -155,16 +156,6 @@ def test_a_tail_of_a_split_unit_loop_stays_inside_the_buffers():
 def _stored_zeros(s, buf) -> set[int]:
     """Flat indices of ``buf`` that the loop nest ``s`` (constant extents, integer
     arithmetic of its loop variables in the indices) stores 0.0 to."""
-    def ev(e, env):
-        if isinstance(e, IntImm):
-            return e.value
-        if isinstance(e, Var):
-            return env[e]
-        ops = {"+": int.__add__, "-": int.__sub__, "*": int.__mul__, "//": int.__floordiv__,
-               "%": int.__mod__, "min": min, "max": max}
-        assert isinstance(e, BinOp) and e.op in ops, e
-        return ops[e.op](ev(e.a, env), ev(e.b, env))
-
     out: set[int] = set()
 
     def run(s, env):
@@ -178,7 +169,7 @@ def _stored_zeros(s, buf) -> set[int]:
               and s.value.value == 0.0):
             flat = 0
             for i, n in zip(s.indices, buf.shape):
-                flat = flat * n + ev(i, env)
+                flat = flat * n + int(evaluate_grid(i, env))
             out.add(flat)
 
     run(s, {})

@@ -79,22 +79,20 @@ def speculate_tails(func: PrimFunc) -> PrimFunc:
         row = math.prod(buf.shape[d + 1:])
         shape = buf.shape[:d] + (-(-need // row),) + buf.shape[d + 1:]
         new = Buffer(buf.name, shape, buf.dtype, buf.scope)
-        body = _retarget_alloc(body, buf, new, _zero_fill(buf, new, d))
-        if buf in allocs:
+        fill = _zero_fill(buf, new, d)
+        if buf in allocs:   # the function's own buffer: zeroed before the body
             allocs = [new if b is buf else b for b in allocs]
-            body = seq([_zero_fill(buf, new, d), body])
+            body = seq([fill, retarget(body, buf, new)])
+        else:               # a local allocation: zeroed wherever it is allocated
+            body = _retarget_alloc(body, buf, new, fill)
     return replace(func, body=body, alloc_buffers=tuple(allocs))
 
 
 def _zero_fill(old: Buffer, new: Buffer, d: int) -> Stmt:
     """Zeros stored to what ``new`` holds past ``old`` along dimension ``d`` (the
-    dimensions before it are 1s, so that is the allocation's last elements).
-
-    Tail rows read these elements and nothing writes them, and memory never written holds
-    whatever was there before, often a denormal as a float, on which every FMA of the
-    tail takes a microcode assist: of 200 random programs of ten suite workloads, two
-    GRP, one DIL and one DEP program ran 1.5-3.0x slower than with denormals flushed, by
-    an amount that depended on what the memory held."""
+    dimensions before it are 1s, so that is the allocation's last elements): tail rows
+    read them and nothing writes them (why that matters: the module docstring; of 200
+    random programs of ten suite workloads, four ran 1.5-3.0x slower without it)."""
     loops: list[tuple[Var, int]] = []
     idx: list[Expr] = []
     for e, n in enumerate(new.shape):

@@ -78,30 +78,28 @@ def fma_peak(threads: int, target: Target | None = None, seconds: float = 0.5,
     of a few milliseconds each, as many as fit in about ``seconds``.
 
     Short timings because on a shared host the scheduler takes the core away for a few
-    milliseconds at a time: a 16 ms timing beside two busy processes read 138 GFLOP/s
-    where 2 ms ones read 205-230 (one thread, AVX-512), while the best of many short ones
-    is the core's own speed, as the kernels a search times are milliseconds long.
+    milliseconds at a time: beside two busy processes on the 2-core AVX-512 host, timings
+    of 16 ms and more read 218-241 GFLOP/s on one thread and 241-242 on two, the best of
+    2-ms ones 242-249 and 468 (quiet: 242 and 484), and the kernels a search times are
+    milliseconds long too.
 
     Example:
-        >>> fma_peak(1)      # about 240 on one AVX-512 core at 3.8 GHz
+        >>> fma_peak(1)      # 242 on one core of that host
     """
     t = target or Target.host()
     lib = _lib(t)
     flops_per_iter = 12 * 2 * t.lanes("float32") * threads
+
+    def timed(iters: int) -> float:
+        t0 = time.perf_counter()
+        lib.fma_flops(iters, threads)
+        return time.perf_counter() - t0
+
     iters = 20_000
-    while True:                      # size one timing to at least 2 ms
-        t0 = time.perf_counter()
-        lib.fma_flops(iters, threads)
-        dt = time.perf_counter() - t0
-        if dt >= 2e-3:
-            break
+    while (dt := timed(iters)) < 2e-3:   # size one timing to at least 2 ms
         iters *= 2
-    best = flops_per_iter * iters / dt / 1e9
-    for _ in range(max(rounds, int(seconds / dt))):
-        t0 = time.perf_counter()
-        lib.fma_flops(iters, threads)
-        best = max(best, flops_per_iter * iters / (time.perf_counter() - t0) / 1e9)
-    return best
+    best = min([dt] + [timed(iters) for _ in range(max(rounds, int(seconds / dt)))])
+    return flops_per_iter * iters / best / 1e9
 
 
 def bandwidth(threads: int, target: Target | None = None, mib: int = 512) -> float:
