@@ -48,6 +48,7 @@ def test_tile_is_counted_in_vectors_of_the_loop_width():
     check = VerifyRegisterTile(max_vectors=64, lanes=16)
     assert _most_vectors(check, _tiled_gmm(8, 64)) == 32      # 8 rows x 4 vectors
     assert _most_vectors(check, _tiled_gmm(4, 8)) == 4         # 8 columns: half vectors
+    assert _most_vectors(check, _tiled_gmm(2, 56)) == 8        # 56 = 16 + 16 + 16 + 8
     assert _most_vectors(check, _tiled_gmm(2, 16, vectorize=False)) == 32  # scalars
 
 

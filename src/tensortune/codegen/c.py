@@ -12,9 +12,11 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import keyword
 import math
 import re
+from dataclasses import dataclass
 
 from ..tir.arith import Ranges, bound, simplify
 from ..tir.expr import (
@@ -128,6 +130,30 @@ def c_float(v: float, dtype: str) -> str:
     return s + "f" if dtype == "float32" else s
 
 
+@dataclass(frozen=True)
+class RegisterTile:
+    """A local buffer held in variables ``{name}_r{i}``: chunk ``i`` holds ``widths[i]``
+    elements from ``starts[i]`` (1: a scalar, more: a vector). Chunks may differ in width:
+    a row of 56 floats on AVX-512 is three 16-lane vectors and an 8-lane one."""
+
+    name: str
+    starts: tuple[int, ...]
+    widths: tuple[int, ...]
+
+    def at(self, v: int) -> tuple[int, int] | None:
+        """(chunk, lane) of element ``v``; None outside the tile."""
+        i = bisect.bisect_right(self.starts, v) - 1
+        if i < 0 or v - self.starts[i] >= self.widths[i]:
+            return None
+        return i, v - self.starts[i]
+
+    def element(self, v: int) -> str:
+        where = self.at(v)
+        assert where is not None, f"element {v} is outside register tile {self.name}"
+        i, lane = where
+        return f"{self.name}_r{i}" if self.widths[i] == 1 else f"{self.name}_r{i}[{lane}]"
+
+
 class CEmitter:
     """Emits one lowered function; ``simd.py`` extends it with vector code."""
 
@@ -136,7 +162,7 @@ class CEmitter:
         self.target = target
         self.namer = Namer()
         self.bufname: dict[Buffer, str] = {}
-        self.promoted: dict[Buffer, tuple[int, str]] = {}  # buffer -> (lanes, vector type)
+        self.promoted: dict[Buffer, RegisterTile] = {}
         self.ranges: Ranges = {}
         self.lines: list[str] = []
         self.vtypes: set[tuple[str, int]] = set()
@@ -197,10 +223,8 @@ class CEmitter:
 
     def load(self, buf: Buffer, flat: Expr) -> str:
         if buf in self.promoted:
-            w, _ = self.promoted[buf]
-            v = flat.value if isinstance(flat, IntImm) else None
-            assert v is not None, "promoted tile accessed with a non-constant index"
-            return f"{self.bufname[buf]}_r{v // w}[{v % w}]"
+            assert isinstance(flat, IntImm), "promoted tile accessed with a non-constant index"
+            return self.promoted[buf].element(flat.value)
         return f"{self.bufname[buf]}[{self.expr(flat)}]"
 
     # ---------------------------------------------------------------- statements

@@ -1,7 +1,8 @@
 """Real SIMD for vectorized loops, and register tiles for small local buffers.
 
-A vectorized loop of extent L is emitted as L/w chunks of w-lane GCC vector operations
-(w = the target's lanes for the dtype, or a smaller power of two dividing L): contiguous
+A vectorized loop of extent L is emitted as chunks of GCC vector operations: whole
+vectors of the target's lanes for the dtype, then what is left in half and quarter
+vectors (``chunk_plan``: 56 floats on AVX-512 are 16 + 16 + 16 + 8 lanes). Contiguous
 accesses become vector loads/stores, loop-invariant ones broadcasts. A local buffer whose
 every access is a constant index or a vector chunk at a constant offset becomes a set of
 vector variables, which gcc keeps in registers (a local array would stay on the stack:
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 from ..tir.arith import affine, linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
-from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute
+from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
-from .c import CTYPE, CEmitter, c_float
+from .c import CTYPE, CEmitter, RegisterTile, c_float
 from .gather import gathered_copy
 from .target import Target
 from .transpose import SHUFFLE, transposed_group, zip_helpers
@@ -36,11 +37,33 @@ class _NoVec(Exception):
     """This loop body is not expressible with vector operations."""
 
 
+def _widths(lanes: int) -> list[int]:
+    return [w for w in (lanes, lanes // 2, lanes // 4) if w >= 2]
+
+
 def chunk_width(extent: int, lanes: int) -> int | None:
-    for w in (lanes, lanes // 2, lanes // 4):
-        if w >= 2 and extent % w == 0:
-            return w
-    return None
+    """The widest vector of at most ``lanes`` lanes (a half or a quarter) dividing
+    ``extent``; None when the loop cannot be vectorized."""
+    return next((w for w in _widths(lanes) if extent % w == 0), None)
+
+
+def chunk_plan(extent: int, lanes: int) -> tuple[tuple[int, int], ...] | None:
+    """(offset, width) of the vectors a vectorized loop of ``extent`` is emitted as:
+    whole vectors first, then a half and a quarter vector for what is left. The same
+    loops as ``chunk_width`` vectorize, in fewer operations: a row of 56 floats on
+    AVX-512 was seven 8-lane vectors and is three 16-lane vectors and one of 8 (the
+    depthwise convolution's row; 7% faster by hand, RESULTS.md).
+
+    >>> chunk_plan(56, 16)
+    ((0, 16), (16, 16), (32, 16), (48, 8))
+    """
+    plan: list[tuple[int, int]] = []
+    at = 0
+    for w in _widths(lanes):
+        while extent - at >= w:
+            plan.append((at, w))
+            at += w
+    return tuple(plan) if plan and at == extent else None
 
 
 def _vtype(dtype: str, w: int) -> str:
@@ -50,6 +73,7 @@ def _vtype(dtype: str, w: int) -> str:
 class SimdEmitter(CEmitter):
     def __init__(self, func: PrimFunc, target: Target) -> None:
         super().__init__(func, target)
+        self.read_width = _read_widths(func.body, target)
         self.zips: set[tuple[str, int, int]] = set()   # (dtype, lanes, bit): transpose rounds
 
     def stmt(self, s: Stmt, ind: int) -> None:
@@ -75,36 +99,47 @@ class SimdEmitter(CEmitter):
         if len(dtypes) != 1 or not is_float(next(iter(dtypes))):
             return self._scalar_unroll_if_promoted(s, ind)
         dtype = dtypes.pop()
-        w = chunk_width(s.extent, self.target.lanes(dtype))
-        if w is None:
+        plan = self._plan(s, self.target.lanes(dtype))
+        if plan is None:
             return self._scalar_unroll_if_promoted(s, ind)
         lane = Var("lane")
-        self.ranges[lane] = (0, w - 1)
         saved = self.lines
         self.lines = []
-        chunks = s.extent // w
+        rest = plan
         try:
-            if chunks > MAX_INLINE_CHUNKS and not _touched(s.body) & set(self.promoted):
+            if len(plan) > MAX_INLINE_CHUNKS and not _touched(s.body) & set(self.promoted):
                 # A long row (a whole output row copied from its strips) loops over its
-                # chunks: 192 of them inline took gcc 2 s to compile.
+                # whole vectors: 192 of them inline took gcc 2 s to compile.
+                w = plan[0][1]
+                chunks = sum(1 for _, cw in plan if cw == w)
                 c = Var(f"{s.var.name}_c")
                 self.ranges[c] = (0, chunks - 1)
+                self.ranges[lane] = (0, w - 1)
                 cv = self.var(c)
                 self.emit(f"for (int32_t {cv} = 0; {cv} < {chunks}; ++{cv}) {{", ind)
                 at = BinOp("+", BinOp("*", c, IntImm(w), "int32"), lane, "int32")
                 self._vstmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)
                 self.emit("}", ind)
-            else:
-                for k in range(chunks):
-                    body = _subst(s.body, {s.var: BinOp("+", IntImm(k * w), lane, "int32")})
-                    self._vstmt(body, lane, dtype, w, ind)
+                rest = plan[chunks:]
+            for off, w in rest:
+                self.ranges[lane] = (0, w - 1)
+                body = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
+                self._vstmt(body, lane, dtype, w, ind)
         except _NoVec:
             self.lines = saved
             return self._scalar_unroll_if_promoted(s, ind)
         out, self.lines = self.lines, saved
         self.lines.extend(out)
-        self.vtypes.add((dtype, w))
+        self.vtypes.update((dtype, w) for _, w in plan)
         return True
+
+    def _plan(self, s: For, lanes: int) -> tuple[tuple[int, int], ...] | None:
+        # A buffer the kernel reads back in vectors is written in vectors no wider than
+        # the widest read: stored 16 lanes at a time and read back 8 (DEP's padded copy
+        # under an 8-lane tile) it ran 1.25x slower than stored 8 at a time (RESULTS.md).
+        cap = max((self.read_width.get(st.buffer, lanes) for st in stores_in(s.body)),
+                  default=lanes)
+        return chunk_plan(s.extent, min(cap, lanes))
 
     def _scalar_unroll_if_promoted(self, s: For, ind: int) -> bool:
         """Promoted tiles need constant indices: expand the loop instead of looping."""
@@ -148,10 +183,11 @@ class SimdEmitter(CEmitter):
             return None
         base = parts[1]
         if buf in self.promoted:
-            pw, _ = self.promoted[buf]
-            if pw != w or not isinstance(base, IntImm) or base.value % w:
+            tile = self.promoted[buf]
+            where = tile.at(base.value) if isinstance(base, IntImm) else None
+            if where is None or where[1] or tile.widths[where[0]] != w:
                 raise _NoVec
-            return f"{self.bufname[buf]}_r{base.value // w}"
+            return f"{tile.name}_r{where[0]}"
         return f"{self.bufname[buf]}[{self.expr(base)}]"
 
     def _vexpr(self, e: Expr, lane: Var, dtype: str, w: int) -> tuple[str, bool]:
@@ -206,8 +242,8 @@ class SimdEmitter(CEmitter):
         b = s.buffer
         if not is_float(b.dtype) or b.size > MAX_PROMOTED:
             return False
-        widths: set[int] = set()
         lanes = self.target.lanes(b.dtype)
+        chunks: dict[int, int] = {}   # start -> width of each vector the body accesses
         for flat, vec_loop in _tile_accesses(s.body, b):
             aff = affine(flat)
             if aff is None:
@@ -219,30 +255,28 @@ class SimdEmitter(CEmitter):
                 continue
             if vec_loop is None or set(aff[0]) != {vec_loop.var} or aff[0][vec_loop.var] != 1:
                 return False
-            cw = chunk_width(vec_loop.extent, lanes)
-            if cw is None or aff[1] % cw or not 0 <= aff[1] <= b.size - vec_loop.extent:
+            plan = self._plan(vec_loop, lanes)
+            if plan is None or not 0 <= aff[1] <= b.size - vec_loop.extent:
                 return False
-            widths.add(cw)
-        if len(widths) > 1:
+            for off, w in plan:
+                if chunks.setdefault(aff[1] + off, w) != w:
+                    return False
+        cover = _cover(chunks, b.size)
+        if cover is None or len(cover) > self.target.vector_registers * 5 // 4:
             return False
-        w = widths.pop() if widths else 1
-        if b.size % w or b.size // w > self.target.vector_registers * 5 // 4:
-            return False
-        vt = _vtype(b.dtype, w) if w > 1 else CTYPE[b.dtype]
         name = self.bufname[b]
-        names = [f"{name}_r{i}" for i in range(b.size // w)]
-        for i in range(0, len(names), 8):
-            self.emit(f"{vt} {', '.join(names[i:i + 8])};", ind)
-        self.promoted[b] = (w, vt)
-        if w > 1:
-            self.vtypes.add((b.dtype, w))
+        tile = RegisterTile(name, tuple(st for st, _ in cover), tuple(w for _, w in cover))
+        by_type: dict[str, list[str]] = {}
+        for i, (_, w) in enumerate(cover):
+            by_type.setdefault(_vtype(b.dtype, w) if w > 1 else CTYPE[b.dtype], []).append(
+                f"{name}_r{i}")
+            if w > 1:
+                self.vtypes.add((b.dtype, w))
+        for vt, names in by_type.items():
+            for i in range(0, len(names), 8):
+                self.emit(f"{vt} {', '.join(names[i:i + 8])};", ind)
+        self.promoted[b] = tile
         return True
-
-    def load(self, buf: Buffer, flat: Expr) -> str:
-        if buf in self.promoted and self.promoted[buf][0] == 1:
-            assert isinstance(flat, IntImm), "promoted scalar accessed with a variable index"
-            return f"{self.bufname[buf]}_r{flat.value}"
-        return super().load(buf, flat)
 
     def vector_typedefs(self) -> str:
         out = [SHUFFLE] if self.zips else []
@@ -263,6 +297,39 @@ class SimdEmitter(CEmitter):
                 + "".join(zip_helpers(d, n, b) for d, n, b in sorted(self.zips)
                           if (d, n) == (dtype, w)))
         return "\n".join(out)
+
+
+def _cover(chunks: dict[int, int], size: int) -> list[tuple[int, int]] | None:
+    """(start, width) variables holding a tile of ``size`` elements: the vectors its body
+    accesses, the gaps between them in vectors of the widest width accessed where they
+    fit and scalars where not; None if two accessed vectors overlap."""
+    widest = max(chunks.values(), default=1)
+    out: list[tuple[int, int]] = []
+    at = 0
+    for start in [*sorted(chunks), size]:
+        if start < at:
+            return None
+        while at < start:  # a gap nobody accesses as a vector
+            w = widest if start - at >= widest and at % widest == 0 else 1
+            out.append((at, w))
+            at += w
+        if start < size:
+            out.append((start, chunks[start]))
+            at = start + chunks[start]
+    return out if at <= size else None
+
+
+def _read_widths(body: Stmt, target: Target) -> dict[Buffer, int]:
+    """The widest vector each buffer is read in by a vectorized loop of ``body``."""
+    out: dict[Buffer, int] = {}
+    for s in walk(body):
+        if not isinstance(s, For) or s.kind != ForKind.VECTORIZED:
+            continue
+        for x in loads_in(s.body):
+            plan = chunk_plan(s.extent, target.lanes(x.buffer.dtype))
+            if plan is not None and any(s.var in free_vars(i) for i in x.indices):
+                out[x.buffer] = max(out.get(x.buffer, 0), max(w for _, w in plan))
+    return out
 
 
 def _touched(s: Stmt) -> set[Buffer]:

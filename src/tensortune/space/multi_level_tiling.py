@@ -131,8 +131,9 @@ class MultiLevelTiling(ScheduleRule):
         for lp, kind in kinds:
             n = {"S": n_s, "R": n_r, "G": self._first_r_level()}[kind]
             if kind == "S" and lp is vec_axis:
-                # Whole vectors: a vector loop of 28 lanes runs as 4-wide chunks at half
-                # the FMA rate, and scattering 56's prime factors makes 8 a rare draw.
+                # Whole vectors (or a half vector at the end, as 56 = 16 + 16 + 16 + 8 on
+                # AVX-512): a loop of 28 lanes ends in a 4-wide chunk at a quarter of the
+                # FMA rate, and scattering 56's prime factors makes 8 a rare draw.
                 cap = min(self.max_innermost_factor, 4 * self.lanes)
                 factors = sch.sample_perfect_tile(
                     lp, n=n, max_innermost_factor=cap, inner=n_s - self._first_r_level(),

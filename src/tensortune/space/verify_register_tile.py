@@ -20,7 +20,8 @@ its spatial loops inside its outermost reduction loop, ``S2 x S3`` of ``SSRSRS``
       for R0:                         # outermost reduction loop
         for S2 (unrolled), R1, S3 (vectorized):  acc[S2, S3] += ...
 
-counted in vectors of the width the vectorized loop runs at.
+counted in the vectors the vectorized loop is emitted as (`codegen.simd.chunk_plan`: a row
+of 56 floats is four on AVX-512, 16 + 16 + 16 + 8 lanes).
 
 It is the last post-processor of ``PostOrderApply.default``. A space whose vector axis
 is not whole vectors (C2D 8 -> 8 channels at 10 x 10, 10-wide rows) counts its tiles in
@@ -33,7 +34,7 @@ Example:
 
 from __future__ import annotations
 
-from ..codegen.simd import chunk_width
+from ..codegen.simd import chunk_plan
 from ..codegen.target import Target
 from ..errors import ScheduleError
 from ..schedule import Schedule
@@ -76,11 +77,12 @@ class VerifyRegisterTile:
         first_r = next((i for i, f in enumerate(loops) if f.var in red), None)
         if first_r is None:
             return 0
-        elements, width = 1, 1
+        elements, vector, chunks = 1, 1, 1
         for f in loops[first_r + 1:]:
             if f.var in red or f.var not in spatial:
                 continue
             elements *= f.extent
-            if f.kind == ForKind.VECTORIZED:
-                width = chunk_width(f.extent, self.lanes) or 1
-        return -(-elements // width)
+            plan = chunk_plan(f.extent, self.lanes) if f.kind == ForKind.VECTORIZED else None
+            if plan is not None:  # a row of 56 floats is 4 vectors on AVX-512 (16+16+16+8)
+                vector, chunks = f.extent, len(plan)
+        return -(-elements // vector) * chunks
