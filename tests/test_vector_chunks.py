@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensortune as tt
-from tensortune import te
+from tensortune import examples, te
 from tensortune.codegen.simd import chunk_plan, chunk_width
 from tensortune.reference import check_close, evaluate, random_inputs
 
@@ -39,31 +39,15 @@ def test_a_row_of_56_is_three_whole_vectors_and_a_half():
     assert chunk_plan(10, 16) is None
 
 
-def _tiled_gmm(rows: int, cols: int, k: int) -> tt.Schedule:
-    """A ``rows`` x ``cols`` accumulator tile (cache_write local), the columns vectorized."""
-    sch = tt.Schedule(tt.workloads.get("gmm", M=2 * rows + 1, N=2 * cols, K=k))
-    blk = sch.get_block("C")
-    i, j, kk = sch.get_loops(blk)
-    i0, i1 = sch.split(i, [None, rows])
-    j0, j1 = sch.split(j, [None, cols])
-    sch.reorder(i0, j0, kk, i1, j1)
-    wb = sch.cache_write(blk, 0, "local")
-    sch.reverse_compute_at(wb, j0)
-    sch.unroll(i1)
-    sch.vectorize(j1)
-    *_, wi, wj = sch.get_loops(wb)   # the write-back, row by row in vectors
-    sch.unroll(wi)
-    sch.vectorize(wj)
-    return sch
-
-
 @settings(max_examples=12, deadline=None)
 @given(whole=st.integers(1, 3), half=st.booleans(), quarter=st.booleans(),
        rows=st.integers(1, 3), k=st.integers(2, 7))
 def test_a_register_tile_of_mixed_vector_widths_matches_the_reference(
         whole, half, quarter, rows, k):
     cols = whole * LANES + half * (LANES // 2) + quarter * (LANES // 4)
-    sch = _tiled_gmm(rows, cols, k)
+    # The GMM recipe: B packed in panels of ``cols``, a rows x cols tile in registers.
+    func = tt.workloads.get("gmm", M=2 * rows + 1, N=2 * cols, K=k)
+    sch = examples.gmm(tt.Schedule(func), mr=rows, nr=cols)
     kernel = tt.build(sch)
     plan = chunk_plan(cols, LANES)
     assert plan is not None
@@ -76,8 +60,8 @@ def test_a_register_tile_of_mixed_vector_widths_matches_the_reference(
     for _, w in plan:
         expected[w] = expected.get(w, 0) + rows
     assert count == expected
-    ins = random_inputs(sch.func)
-    check_close(kernel(*ins), evaluate(sch.func, ins)[0])
+    ins = random_inputs(func)
+    check_close(kernel(*ins), evaluate(func, ins)[0])
 
 
 def _copy_then_window(width: int, read_in: int) -> tt.Schedule:
