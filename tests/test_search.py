@@ -289,7 +289,7 @@ def test_unmeasured_survivors_carry_over_and_replace_fresh_draws():
         assert len(first) == 4 and es.survivors
         assert not {c.program for c in es.survivors} & ctx.known
         calls = 0
-        draws = es._draws
+        draws = ctx.draw_fresh
 
         def counted(k):
             # Count the draws that made a candidate: a rejected draw (a register tile
@@ -299,7 +299,7 @@ def test_unmeasured_survivors_carry_over_and_replace_fresh_draws():
             calls += sum(c is not None for c in got)
             return got
 
-        es._draws = counted  # type: ignore[method-assign]
+        ctx.draw_fresh = counted  # type: ignore[method-assign]
         second = es.generate(4)
         assert len(second) == 4 and not {c.program for c in second} & {
             c.program for c in first}

@@ -64,6 +64,16 @@ class Schedule:
         self.rng = random.Random(seed)
         self._rv: dict[int, Any] = {}
 
+    @classmethod
+    def from_trace(cls, func: PrimFunc, trace: Trace | str, *, verify: bool = True) -> Schedule:
+        """``func`` scheduled by ``trace`` (a ``Trace`` or its JSON), decisions as recorded.
+
+        >>> sch = Schedule.from_trace(func, record.trace)
+        """
+        sch = cls(func, verify=verify)
+        (Trace.from_json(trace) if isinstance(trace, str) else trace).apply(sch)
+        return sch
+
     def copy(self) -> Schedule:
         new = copy.copy(self)
         new.trace = Trace(list(self.trace.insts), dict(self.trace.decisions))

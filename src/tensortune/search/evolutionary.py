@@ -61,11 +61,6 @@ class EvolutionarySearch(SearchStrategy):
             return np.array([self.ctx.rng.random() for _ in cands])
         return self.model.predict(np.stack([c.features() for c in cands]))
 
-    def _draws(self, k: int) -> list[Candidate | None]:
-        """``k`` fresh draws, each from a design space picked at random."""
-        return self.ctx.draw_many([(self.ctx.rng.randrange(len(self.ctx.spaces)), None, None)
-                                   for _ in range(k)])
-
     def generate(self, n: int) -> list[Candidate]:
         rng = self.ctx.rng
         ranked_measured = [c for c, lat in sorted(self.measured, key=lambda t: t[1])
@@ -86,7 +81,7 @@ class EvolutionarySearch(SearchStrategy):
         while len(pop) < self.population and tries < self.population * 4:
             k = self.population - len(pop)   # drawn together: a pool splits them
             tries += k
-            for c in self._draws(k):
+            for c in self.ctx.draw_fresh(k):
                 if c is not None and c.program not in seen:
                     seen.add(c.program)
                     pop.append(c)
@@ -133,7 +128,7 @@ class EvolutionarySearch(SearchStrategy):
         while len(out) < n and tries < self.population * 8:
             k = n - len(out)
             tries += k
-            for c in self._draws(k):
+            for c in self.ctx.draw_fresh(k):
                 if c is not None and c.program not in self.ctx.known and c.program not in taken:
                     taken.add(c.program)
                     out.append(c)

@@ -24,15 +24,13 @@ from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..measure import BuildInput, BuildResult, LocalBuilder, LocalRunner, RunInput, source_hash
 from ..reference import evaluate, random_inputs
-from ..schedule import Schedule, Trace
+from ..schedule import Schedule
 from ..tir.stmt import PrimFunc
 
 
 def replay(func: PrimFunc, rec: TuningRecord) -> Schedule:
     """The schedule a record's trace makes of ``func``."""
-    sch = Schedule(func)
-    Trace.from_json(rec.trace).apply(sch)
-    return sch
+    return Schedule.from_trace(func, rec.trace)
 
 
 def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:

@@ -51,9 +51,7 @@ class Candidate:
     def sch(self) -> Schedule:
         if self._sch is None:
             assert self.base is not None and self.trace_json, "a candidate with no program"
-            sch = Schedule(self.base, verify=False)
-            Trace.from_json(self.trace_json).apply(sch)
-            self._sch = sch
+            self._sch = Schedule.from_trace(self.base, self.trace_json, verify=False)
         return self._sch
 
     def features(self) -> Any:
@@ -89,6 +87,11 @@ class SearchContext:
             return None
         sch, own, rest = got
         return Candidate(sch, space, own, rest, niche=niche(self.spaces[space], space, own))
+
+    def draw_fresh(self, k: int) -> list[Candidate | None]:
+        """``k`` fresh draws (``draw_many``), each from a design space picked at random."""
+        return self.draw_many([(self.rng.randrange(len(self.spaces)), None, None)
+                               for _ in range(k)])
 
     def draw_many(self, requests: Sequence[tuple[int, dict[int, Any] | None, list[Any] | None]]
                   ) -> list[Candidate | None]:
@@ -155,8 +158,7 @@ class ReplayTrace(SearchStrategy):
         fails = 0
         while len(out) < n and fails < self.max_fail * max(1, n):
             k = n - len(out)   # drawn together: a pool splits them
-            for c in self.ctx.draw_many([(self.ctx.rng.randrange(len(self.ctx.spaces)),
-                                          None, None) for _ in range(k)]):
+            for c in self.ctx.draw_fresh(k):
                 if c is None or c.program in self.ctx.known:
                     fails += 1
                     continue

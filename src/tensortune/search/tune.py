@@ -71,9 +71,7 @@ class TuneResult:
         return Trace.from_json(self.record.trace)
 
     def schedule(self) -> Schedule:
-        sch = Schedule(self.func)
-        self.trace.apply(sch)
-        return sch
+        return Schedule.from_trace(self.func, self.trace)
 
     @property
     def kernel(self) -> Kernel:
