@@ -14,10 +14,15 @@ same run's history. The best kernel of each checkpoint is then re-timed in alter
 rounds with NumPy and PyTorch ("re-timed", % peak, "vs PyTorch" and "vs TVM" come from
 those rounds: the search's own figure is the fastest of many noisy timings, which on a
 shared host reads up to 1.4x above what the same kernel gives when timed again). GFLOP/s use the
-FLOPs of ../shared/workloads.md. TVM MetaSchedule is tuned at every checkpoint budget
-right after each workload, when an interpreter with `apache-tvm` is at hand: this one if
-it imports tvm, else the one named by ``--tvm-python`` (``--tvm-python none`` skips it);
-see benchmarks/tvm_compare.py for that interpreter's pins.
+FLOPs of ../shared/workloads.md. "GB/s" is the workload's inputs and outputs (each counted
+once) over the re-timed latency, and "% roofline" the re-timed GFLOP/s over the lower of
+the FMA peak and the read bandwidth at that footprint times FLOPs per byte
+(``measure.roofline``): NRM, SMX and LNM are bound by how fast they read, not by FMAs.
+TVM MetaSchedule is tuned at every checkpoint budget right after each workload, when an
+interpreter with `apache-tvm` is at hand: this one if it imports tvm, else the one named
+by ``--tvm-python`` (``--tvm-python none`` skips it);
+see benchmarks/tvm_compare.py for that interpreter's pins. The run ends with the
+issue's speed targets checked against its table (benchmarks/targets.py).
 """
 
 from __future__ import annotations
@@ -36,11 +41,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensortune as tt  # noqa: E402
-from benchmarks import tvm_compare  # noqa: E402
+from benchmarks import targets, tvm_compare  # noqa: E402
 from benchmarks.baselines import median_time, numpy_fn, setup_torch, torch_fn  # noqa: E402
 from tensortune.database import Database  # noqa: E402
 from tensortune.measure.builder import BuildInput, LocalBuilder  # noqa: E402
-from tensortune.measure.peak import fma_peak  # noqa: E402
+from tensortune.measure.peak import fma_peak, read_bandwidth  # noqa: E402
+from tensortune.measure.roofline import Roofline, cache_level, footprint  # noqa: E402
 from tensortune.measure.runner import LocalRunner, RunInput  # noqa: E402
 from tensortune.reference import random_inputs  # noqa: E402
 from tensortune.search.records import replay  # noqa: E402
@@ -81,8 +87,8 @@ def main() -> None:
           f"{np.__version__} | {tinfo} | trials {args.trials} | db {db_path}", flush=True)
     head = ["workload"] + [f"GFLOP/s @{c}" for c in checkpoints] + [
         f"re-timed @{c}" for c in checkpoints] + [
-        "% peak", "tune s", "trials/s", "errors", "NumPy GFLOP/s", "PyTorch GFLOP/s",
-        "vs PyTorch"]
+        "% peak", "GB/s", "% roofline", "tune s", "trials/s", "errors", "NumPy GFLOP/s",
+        "PyTorch GFLOP/s", "vs PyTorch"]
     if tvm_py:
         head += [f"{h} @{c}" for c in checkpoints for h in ("TVM GFLOP/s", "vs TVM")] + [
             "TVM trials/s", "trials/s vs TVM"]
@@ -101,10 +107,14 @@ def main() -> None:
         peak = max(peak, fma_peak(target.cores, target))
         gc = [flops / t / 1e9 for t in ours]
         gr = gc[-1]
+        nbytes = footprint(func)
+        roof = Roofline(peak, read_bandwidth(target.cores, nbytes, target), flops, nbytes,
+                        cache_level(nbytes, target))
         npg = flops / npt / 1e9 if npf else None
         thg = flops / tht / 1e9 if thf else None
         row = [name.upper()] + [f"{v:.1f}" for v in g + gc] + [
-            f"{100 * gr / peak:.1f}", f"{res.seconds:.0f}",
+            f"{100 * gr / peak:.1f}", f"{nbytes / ours[-1] / 1e9:.1f}",
+            f"{roof.percent(gr):.1f}", f"{res.seconds:.0f}",
             f"{res.trials / res.seconds:.2f}", str(res.errors),
             f"{npg:.1f}" if npg else "-", f"{thg:.1f}" if thg else "-",
             f"{gr / thg:.2f}x" if thg else "-"]
@@ -116,6 +126,7 @@ def main() -> None:
     print(f"peak, the highest reading of the run: {peak:.0f} GFLOP/s", flush=True)
     with open(out / f"suite-{stamp}.csv", "w", newline="") as f:
         csv.writer(f).writerows([head] + rows)
+    print(targets.summary(targets.checks([dict(zip(head, r)) for r in rows])), flush=True)
     curves(args, out, stamp, target)
 
 

@@ -19,7 +19,8 @@ def test_target(capsys):
 def test_tune_show_and_db_commands(tmp_path, capsys):
     db = str(tmp_path / "c.db")
     assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "4", "--db", db]) == 0
-    assert "tuning summary" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "tuning summary" in out and "bound" in out and "roofline" in out
     assert main(["show", "gmm", "--shape", "M=32,N=32,K=16", "--db", db]) == 0
     shown = capsys.readouterr().out
     assert "sch.sample_perfect_tile(" in shown and "timed with other C" not in shown

@@ -202,3 +202,29 @@ def test_fma_peak_loop_keeps_all_twelve_chains():
     loops = re.findall(r"\n(\.L\d+):\n(.*?)\n\tj\w+\t\1\n", fn, re.S)
     fmas = max(body.count("vfmadd") for _, body in loops)
     assert fmas % 12 == 0 and fmas >= 12, f"the FMA loop holds {fmas} FMAs, not 12 per step"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_read_bandwidth_kernel_reads_every_byte_it_counts(threads):
+    """``read_bandwidth`` counts 4 bytes for each of ``per`` floats per thread and pass;
+    the sum of squares it times must be over exactly those floats, ``reps`` times
+    (random data, never zeros), or the GB/s would count bytes the loop skipped."""
+    import ctypes
+
+    import numpy as np
+
+    from tensortune.codegen import Target
+    from tensortune.measure.peak import _lib, read_bandwidth
+
+    t = Target.host()
+    lib = _lib(t)
+    block = 8 * t.lanes("float32")
+    n = 37 * block * threads + 5            # a ragged end the kernel must leave out
+    a = np.random.default_rng(3).uniform(0.5, 1.5, n).astype(np.float32)
+    per = n // threads // block * block
+    want = float(np.sum(a[: per * threads].astype(np.float64) ** 2))
+    for reps in (1, 3):
+        got = lib.sumsq(a.ctypes.data_as(ctypes.c_void_p), n, threads, reps)
+        assert got == pytest.approx(reps * want, rel=1e-5)
+    gbs = read_bandwidth(threads, 1 << 16, t, seconds=0.01, rounds=2)
+    assert np.isfinite(gbs) and gbs > 0

@@ -41,45 +41,61 @@ def _tune(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     import tensortune as tt
-    from tensortune.measure.peak import fma_peak
+    from tensortune.measure.roofline import Roofline
 
     console = Console()
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
     target = tt.Target.host()
-    peak = fma_peak(target.cores, target, seconds=0.1)
-    console.print(f"[bold]{func.name}[/] on {target}\nmeasured peak {peak:.0f} GFLOP/s")
+    roof = Roofline.measure(func, target)
+    console.print(f"[bold]{func.name}[/] on {target}\n{roof.describe()}")
     cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("best {task.fields[gflops]:8.1f} GFLOP/s ({task.fields[pct]:4.1f}% peak)"),
+            TextColumn("best {task.fields[gflops]:8.1f} GFLOP/s ({task.fields[pct]})"),
             TextColumn("errors {task.fields[errors]}"), TimeElapsedColumn(),
             TimeRemainingColumn()]
     with Progress(*cols, console=console, transient=False) as bar:
-        task = bar.add_task("tuning", total=args.trials, gflops=0.0, pct=0.0, errors=0)
+        def pct(gflops: float) -> str:
+            # % peak, and where the data's reading binds first, % of that bound too.
+            text = f"{100 * gflops / roof.peak:4.1f}% peak"
+            if roof.binding != "FMA peak":
+                text += f", {roof.percent(gflops):4.1f}% of bound"
+            return text
+
+        task = bar.add_task("tuning", total=args.trials, gflops=0.0, pct=pct(0.0), errors=0)
 
         def progress(ev: dict[str, Any]) -> None:
             what = {"retiming": "re-timing the 5 fastest", "retimed": "tuned"}
             bar.update(task, completed=ev["trials"], gflops=ev["gflops"],
-                       pct=100 * ev["gflops"] / peak, errors=ev["errors"],
+                       pct=pct(ev["gflops"]), errors=ev["errors"],
                        description=what.get(ev["stage"], "tuning"))
 
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,
                       strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
                       name=args.workload, progress=progress)
-    # Read the peak again and keep the higher: a reading taken while the machine was
-    # slowed (a busy neighbour, a host in a slow state) would put % peak above 100.
-    again = fma_peak(target.cores, target, seconds=0.1)
-    if again > 1.1 * peak:
-        console.print(f"measured peak again after tuning: {again:.0f} GFLOP/s (the first "
-                      "reading met a slower machine); % peak uses the higher")
-    peak = max(peak, again)
+    # Measure again and keep the higher readings: one taken while the machine was slowed
+    # (a busy neighbour, a host in a slow state) would put the kernel above its bound.
+    again = Roofline.measure(func, target)
+    if again.bound > 1.1 * roof.bound:
+        console.print(f"measured again after tuning: {again.describe()} (the first reading "
+                      "met a slower machine); the higher readings are used")
+    roof = Roofline(max(roof.peak, again.peak), max(roof.bandwidth, again.bandwidth),
+                    roof.flops, roof.nbytes, roof.level)
+    # One row per figure: ten columns do not fit an 80-column terminal.
     table = Table(title=f"{func.name}: tuning summary")
-    for col in ("best latency", "GFLOP/s", "% peak", "trials", "errors", "time",
-                "trials/s", "database"):
-        table.add_column(col)
+    table.add_column("")
+    table.add_column("value", justify="right")
     lat = res.best_latency
-    table.add_row(f"{lat * 1e3:.4f} ms" if res.record else "-", f"{res.gflops:.1f}",
-                  f"{100 * res.gflops / peak:.1f}", str(res.trials), str(res.errors),
-                  f"{res.seconds:.1f} s", f"{res.trials / max(res.seconds, 1e-9):.2f}",
-                  str(args.db or "(in memory)"))
+    rows = [("best latency", f"{lat * 1e3:.4f} ms" if res.record else "-"),
+            ("GFLOP/s", f"{res.gflops:.1f}"),
+            ("% FMA peak", f"{100 * res.gflops / roof.peak:.1f}"),
+            ("GB/s (inputs and outputs once)",
+             f"{roof.nbytes / lat / 1e9:.1f}" if res.record else "-"),
+            (f"% roofline ({roof.binding})", f"{roof.percent(res.gflops):.1f}"),
+            ("trials", str(res.trials)), ("errors", str(res.errors)),
+            ("time", f"{res.seconds:.1f} s"),
+            ("trials/s", f"{res.trials / max(res.seconds, 1e-9):.2f}"),
+            ("database", str(args.db or "(in memory)"))]
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
     if res.waited:
         console.print(f"waited {res.waited:.1f} s for the machine to be as quiet as it was "

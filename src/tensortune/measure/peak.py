@@ -1,9 +1,14 @@
-"""The machine's limits, measured: float32 FMA throughput and memory bandwidth.
+"""The machine's limits, measured: float32 FMA throughput, memory bandwidth, and the
+read bandwidth of data that stays in the caches.
 
 FMA: 12 independent vector accumulator chains per thread (enough to cover FMA latency on
 two pipes), in native-width GCC vector types, on 1 thread and on all cores.
 Bandwidth: a triad a[i] = b[i] + s * c[i] over arrays far larger than the caches, counting
 3 x 4 bytes per element (plus write-allocate not counted, as STREAM does).
+Read bandwidth: a sum of squares over one array read again and again (8 vector chains per
+thread), so an array that fits a cache level is read from that level, as a kernel timed
+in a loop reads its inputs: the limit of a memory-bound kernel (NRM, SMX, LNM) of that
+footprint, where the FMA peak says nothing.
 Register kernel: the inner loop of a register-tiled matmul (``rows`` broadcasts and
 ``vecs`` vector loads feeding rows x vecs accumulators per step, all data in L1), written
 the way the code generator writes it and compiled with the target's flags. It is the
@@ -55,6 +60,38 @@ void triad(float* restrict a, const float* restrict b, const float* restrict c, 
   #pragma omp parallel for num_threads(threads) schedule(static)
   for (long i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
 }
+double sumsq(const float* a, long n, int threads, int reps) {
+  double total = 0;
+  #pragma omp parallel num_threads(threads) reduction(+:total)
+  {
+    /* Each thread reads its own contiguous part, as the static schedule of a kernel's
+       parallel loop does, ``reps`` times in one parallel region, so that starting the
+       threads is not counted as reading (it was most of the time of a 12-KiB pass).
+       8 chains cover the FMA latency, so loads set the pace. */
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    long per = n / nt / (8 * LANES) * (8 * LANES);
+    const float* p = a + t * per;
+    vf s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0};
+    for (int r = 0; r < reps; ++r)
+    for (long i = 0; i < per; i += 8 * LANES) {
+      vf v0, v1, v2, v3, v4, v5, v6, v7;
+      __builtin_memcpy(&v0, p + i, sizeof v0);
+      __builtin_memcpy(&v1, p + i + LANES, sizeof v0);
+      __builtin_memcpy(&v2, p + i + 2 * LANES, sizeof v0);
+      __builtin_memcpy(&v3, p + i + 3 * LANES, sizeof v0);
+      __builtin_memcpy(&v4, p + i + 4 * LANES, sizeof v0);
+      __builtin_memcpy(&v5, p + i + 5 * LANES, sizeof v0);
+      __builtin_memcpy(&v6, p + i + 6 * LANES, sizeof v0);
+      __builtin_memcpy(&v7, p + i + 7 * LANES, sizeof v0);
+      s0 += v0 * v0; s1 += v1 * v1; s2 += v2 * v2; s3 += v3 * v3;
+      s4 += v4 * v4; s5 += v5 * v5; s6 += v6 * v6; s7 += v7 * v7;
+    }
+    vf s = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
+    double u = 0; for (int l = 0; l < LANES; ++l) u += s[l];
+    total += u;
+  }
+  return total;
+}
 void fill(float* a, long n, int threads) {
   #pragma omp parallel for num_threads(threads) schedule(static)
   for (long i = 0; i < n; ++i) a[i] = (float)(i & 1023);
@@ -69,6 +106,8 @@ def _lib(target: Target) -> ctypes.CDLL:
     lib.fma_flops.restype = ctypes.c_double
     lib.triad.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_int]
     lib.fill.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
+    lib.sumsq.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_int]
+    lib.sumsq.restype = ctypes.c_double
     return lib
 
 
@@ -117,6 +156,37 @@ def bandwidth(threads: int, target: Target | None = None, mib: int = 512) -> flo
         lib.triad(arrs[0].ctypes.data, arrs[1].ctypes.data, arrs[2].ctypes.data, n, threads)
         best = max(best, 12 * n / (time.perf_counter() - t0) / 1e9)
     return best
+
+
+def read_bandwidth(threads: int, nbytes: int, target: Target | None = None,
+                   seconds: float = 0.3, rounds: int = 9) -> float:
+    """GB/s of reading an array of ``nbytes`` bytes again and again with ``threads``
+    threads (the best of at least ``rounds`` timings, as many as fit in ``seconds``,
+    each of enough passes to read 64 MiB): from L2 when it fits there, from L3 when it
+    fits that, else from memory. The array is first touched by the threads that read
+    it, as a kernel's inputs are by its callers.
+
+    Example:
+        >>> read_bandwidth(2, 8 << 20)      # NRM's 8 MiB input, read from L3
+    """
+    import numpy as np
+
+    t = target or Target.host()
+    lib = _lib(t)
+    n = max(nbytes // 4, 1 << 12)
+    a = np.empty(n, dtype=np.float32)
+    lib.fill(a.ctypes.data, n, threads)
+    block = 8 * t.lanes("float32")
+    per = n // threads // block * block   # what each thread of sumsq reads per pass
+    reps = max(1, (64 << 20) // (4 * n))
+    lib.sumsq(a.ctypes.data, n, threads, 1)      # warm the caches
+    times: list[float] = []
+    t_end = time.perf_counter() + seconds
+    while len(times) < rounds or time.perf_counter() < t_end:
+        t0 = time.perf_counter()
+        lib.sumsq(a.ctypes.data, n, threads, reps)
+        times.append(time.perf_counter() - t0)
+    return 4 * per * threads * reps / min(times) / 1e9
 
 
 _KERNEL = r"""
@@ -187,7 +257,9 @@ if __name__ == "__main__":
     print(tgt)
     for th in sorted({1, tgt.cores}):
         print(f"{th} thread(s): FMA peak {fma_peak(th, tgt):7.1f} GFLOP/s, "
-              f"triad {bandwidth(th, tgt):5.1f} GB/s")
+              f"triad {bandwidth(th, tgt):5.1f} GB/s, read " + ", ".join(
+                  f"{read_bandwidth(th, mib << 20, tgt):.0f} GB/s at {mib} MiB"
+                  for mib in (1, 8, 24, 256)))
     for rows, vecs in ((6, 2), (4, 3), (3, 4), (8, 1)):
         print(f"{rows}x{vecs * tgt.lanes('float32')} register kernel: " + ", ".join(
             f"{register_kernel_peak(rows, vecs, th, tgt):.1f} GFLOP/s on {th} thread(s)"

@@ -1,0 +1,108 @@
+"""The auto-scheduling issue's speed targets, checked against one suite run's table.
+
+    python benchmarks/targets.py benchmarks/out/suite-<stamp>.csv
+
+For every target and workload: the ratio the run measured, whether it meets the target,
+and for a miss the GFLOP/s that would meet it as a percentage of the workload's bound in
+the same run (the roofline of ``measure.roofline`` when the table has it, else the FMA
+peak). A miss that needs more than 100% of the bound cannot be closed on that machine by
+any schedule: the baseline is already closer to the limit than the target allows.
+``tune_suite.py`` prints this after its table.
+
+The targets (issue "auto-scheduling", at 256 trials unless said): GMM >= 1.2x PyTorch
+CPU, every other workload >= 1.0x, the fused ones (DENSE, CONVLAYER, TBG) >= 1.2x; every
+workload >= 1.5x TVM MetaSchedule at 64 trials and >= 1.2x at 256; tuning at least 4x
+TVM's trials per second.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from dataclasses import dataclass
+
+FUSED = {"DENSE", "CONVLAYER", "TBG"}
+
+
+@dataclass(frozen=True)
+class Check:
+    target: str
+    workload: str
+    ratio: float
+    want: float
+    needed_pct: float | None   # the GFLOP/s that meets the target, % of the bound
+
+    @property
+    def met(self) -> bool:
+        return self.ratio >= self.want
+
+    def line(self) -> str:
+        head = f"{self.workload:9s} {self.target:14s} {self.ratio:5.2f}x (>= {self.want}x)"
+        if self.met:
+            return f"{head} met"
+        if self.needed_pct is None:
+            return f"{head} MISSED"
+        reach = "above the bound" if self.needed_pct > 100 else "of the bound"
+        return f"{head} MISSED: needs {self.needed_pct:.0f}% {reach}"
+
+
+def _num(cell: str) -> float | None:
+    try:
+        return float(cell.rstrip("x"))
+    except ValueError:
+        return None
+
+
+def checks(rows: list[dict[str, str]]) -> list[Check]:
+    """Every target on every row of a suite table (rows as ``csv.DictReader`` gives)."""
+    out: list[Check] = []
+    for row in rows:
+        name = row["workload"]
+        ours = _num(row.get("re-timed @256", ""))
+        if ours is None:
+            continue
+        pct = _num(row.get("% roofline", "")) or _num(row.get("% peak", ""))
+        bound = ours / (pct / 100) if pct else None
+
+        def add(target: str, ratio: float | None, want: float, base: float | None,
+                name: str = name, bound: float | None = bound) -> None:
+            if ratio is None:
+                return
+            needed = 100 * want * base / bound if base and bound else None
+            out.append(Check(target, name, ratio, want, needed))
+
+        want = 1.2 if name == "GMM" or name in FUSED else 1.0
+        add("vs PyTorch", _num(row.get("vs PyTorch", "")), want,
+            _num(row.get("PyTorch GFLOP/s", "")))
+        add("vs TVM @64", _num(row.get("vs TVM @64", "")), 1.5,
+            _num(row.get("TVM GFLOP/s @64", "")))
+        add("vs TVM @256", _num(row.get("vs TVM @256", "")), 1.2,
+            _num(row.get("TVM GFLOP/s @256", "")))
+        tps = _num(row.get("trials/s vs TVM", ""))
+        if tps is not None:
+            out.append(Check("trials/s vs TVM", name, tps, 4.0, None))
+    return out
+
+
+def summary(checks_: list[Check]) -> str:
+    """One line per target (how many met), then one line per miss."""
+    lines = []
+    for target in dict.fromkeys(c.target for c in checks_):
+        these = [c for c in checks_ if c.target == target]
+        met = sum(c.met for c in these)
+        lines.append(f"{target}: met by {met} of {len(these)}")
+    lines += [c.line() for c in checks_ if not c.met]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    with open(argv[0], newline="") as f:
+        print(summary(checks(list(csv.DictReader(f)))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

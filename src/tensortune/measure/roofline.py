@@ -1,0 +1,99 @@
+"""The roofline of one function on this machine: how fast it could run at best, and what
+sets that bound, the FMA peak or how fast its data can be read.
+
+A kernel that does few FLOPs per byte (a norm, a softmax, a layer norm) is bound by
+reading its data, not by FMAs: NRM on the 2-vCPU AVX-512 hosts reads at 0.5 FLOP/byte
+and its best kernel sits near 6% of the FMA peak, which says nothing about how close it
+is to its limit. The bound here is the lower of the FMA peak and the read bandwidth at
+the function's footprint times its FLOPs per byte (Williams et al., "Roofline", 2009).
+The bandwidth is measured at that footprint (``measure.peak.read_bandwidth``), because a
+kernel timed in a loop finds its inputs where its last call left them: NRM's 8 MiB are
+read from L3, at two to three times the memory's rate.
+
+Example:
+    >>> func = tt.workloads.get("nrm")
+    >>> roof = Roofline.measure(func)
+    >>> roof.bound, roof.binding      # e.g. (30.1, 'read bandwidth (L3)')
+    >>> roof.percent(29.2)            # of the bound, not of the FMA peak
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codegen import Target
+from ..tir import PrimFunc
+from ..tir.analysis import flop_count
+
+
+def footprint(func: PrimFunc) -> int:
+    """Bytes of the function's inputs and outputs, each counted once: the least any
+    kernel of it moves.
+
+    >>> footprint(tt.workloads.get("nrm"))      # 8 x 512 x 512 floats in, 8 out
+    8388640
+    """
+    return sum(int(np.prod(b.shape)) * np.dtype(b.dtype).itemsize for b in func.params)
+
+
+def cache_level(nbytes: int, target: Target) -> str:
+    """Where an array of ``nbytes`` stays when it is read again and again on all cores:
+    "L2" (the cores' L2 caches together), "L3" or "memory"."""
+    if nbytes <= target.l2_bytes * target.cores:
+        return "L2"
+    return "L3" if nbytes <= target.l3_bytes else "memory"
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """``peak`` GFLOP/s, ``bandwidth`` GB/s read at ``nbytes``, and the function's
+    ``flops``."""
+
+    peak: float
+    bandwidth: float
+    flops: float
+    nbytes: int
+    level: str = "memory"
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte of footprint."""
+        return self.flops / self.nbytes
+
+    @property
+    def bound(self) -> float:
+        """The GFLOP/s no kernel of the function can pass on this machine."""
+        return min(self.peak, self.intensity * self.bandwidth)
+
+    @property
+    def binding(self) -> str:
+        """What sets the bound: "FMA peak" or "read bandwidth (<level>)"."""
+        if self.peak <= self.intensity * self.bandwidth:
+            return "FMA peak"
+        return f"read bandwidth ({self.level})"
+
+    def percent(self, gflops: float) -> float:
+        """``gflops`` as a percentage of the bound."""
+        return 100.0 * gflops / self.bound
+
+    def describe(self) -> str:
+        """One line for a person: the bound and where it comes from."""
+        return (f"bound {self.bound:.1f} GFLOP/s by the {self.binding}: "
+                f"{self.nbytes / 2**20:.1f} MiB read at {self.bandwidth:.0f} GB/s, "
+                f"{self.intensity:.2f} FLOP/byte; FMA peak {self.peak:.0f} GFLOP/s")
+
+    @classmethod
+    def measure(cls, func: PrimFunc, target: Target | None = None,
+                peak: float | None = None, seconds: float = 0.1) -> Roofline:
+        """Measure the bandwidth at ``func``'s footprint (and the FMA peak, unless given)
+        on all cores of ``target``."""
+        from .peak import fma_peak, read_bandwidth
+
+        t = target or Target.host()
+        nbytes = footprint(func)
+        if peak is None:
+            peak = fma_peak(t.cores, t, seconds=seconds)
+        bw = read_bandwidth(t.cores, nbytes, t, seconds=seconds)
+        return cls(peak, bw, flop_count(func), nbytes, cache_level(nbytes, t))
