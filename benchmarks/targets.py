@@ -37,13 +37,13 @@ class Check:
         return self.ratio >= self.want
 
     def line(self) -> str:
-        head = f"{self.workload:9s} {self.target:14s} {self.ratio:5.2f}x (>= {self.want}x)"
+        head = f"{self.workload:9s} {self.target:15s} {self.ratio:5.2f}x (>= {self.want}x)"
         if self.met:
             return f"{head} met"
         if self.needed_pct is None:
             return f"{head} MISSED"
-        reach = "above the bound" if self.needed_pct > 100 else "of the bound"
-        return f"{head} MISSED: needs {self.needed_pct:.0f}% {reach}"
+        beyond = ", beyond it" if self.needed_pct > 100 else ""
+        return f"{head} MISSED: needs {self.needed_pct:.0f}% of the bound{beyond}"
 
 
 def _num(cell: str) -> float | None:
