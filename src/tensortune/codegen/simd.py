@@ -25,6 +25,7 @@ from .c import CTYPE, CEmitter, RegisterTile, c_float
 from .gather import gathered_copy
 from .target import Target
 from .transpose import SHUFFLE, transposed_group, zip_helpers
+from .tree_sum import tree_sum
 from .vmath import LANE_CALLS, POLY_CALLS, vector_math
 
 MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
@@ -90,6 +91,9 @@ class SimdEmitter(CEmitter):
     def loop(self, s: For, ind: int) -> None:
         # A copy gathering across rows goes through transposed blocks (gather.py).
         if s.kind == ForKind.SERIAL and gathered_copy(self, s, ind):
+            return
+        # A serial sum over a run of a buffer (AddRFactor's second step) as a vector tree.
+        if s.kind == ForKind.SERIAL and tree_sum(self, s, ind):
             return
         super().loop(s, ind)
 
