@@ -145,14 +145,9 @@ def test_cache_traffic_falls_with_tiling_and_busy_counts_idle_cores():
 
 
 def test_cost_model_eval_splits_score_a_learnable_workload():
-    import importlib.util
-    from pathlib import Path
+    from bench_modules import load
 
-    spec = importlib.util.spec_from_file_location(
-        "cost_model_eval", Path(__file__).parents[1] / "benchmarks" / "cost_model_eval.py")
-    assert spec is not None and spec.loader is not None
-    ev = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ev)
+    ev = load("cost_model_eval")
     online, other_workloads = ev.online, ev.other_workloads
     rng = np.random.default_rng(3)
 

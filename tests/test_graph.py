@@ -1,11 +1,9 @@
 """Whole models: the PyTorch frontend, fusion, task extraction and the executor, checked
 against PyTorch on random inputs."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from bench_modules import load
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,10 +15,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
-_spec = importlib.util.spec_from_file_location(
-    "model_zoo", Path(__file__).parents[1] / "benchmarks" / "model_zoo.py")
-zoo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zoo)
+zoo = load("model_zoo")
 
 
 def check(model, *xs, trials=0, database=None, **kw):

@@ -3,18 +3,10 @@ miss would need as a share of the bound measured in the same run."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from bench_modules import load
 
-spec = importlib.util.spec_from_file_location(
-    "targets", Path(__file__).parents[1] / "benchmarks" / "targets.py")
-assert spec is not None and spec.loader is not None
-targets = importlib.util.module_from_spec(spec)
-sys.modules.setdefault("targets", targets)   # its dataclass looks itself up there
-spec.loader.exec_module(targets)
+targets = load("targets")
 
 HEAD = ("workload,re-timed @256,% peak,% roofline,PyTorch GFLOP/s,vs PyTorch,"
         "TVM GFLOP/s @64,vs TVM @64,TVM GFLOP/s @256,vs TVM @256,trials/s vs TVM")

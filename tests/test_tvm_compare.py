@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
+from bench_modules import load
 
 import tensortune as tt
 
-spec = importlib.util.spec_from_file_location(
-    "tvm_compare", Path(__file__).parents[1] / "benchmarks" / "tvm_compare.py")
-assert spec is not None and spec.loader is not None
-tvm_compare = importlib.util.module_from_spec(spec)
-sys.modules.setdefault("tvm_compare", tvm_compare)   # its dataclass looks itself up there
-spec.loader.exec_module(tvm_compare)
+tvm_compare = load("tvm_compare")
 
 
 def test_tvm_flops_are_the_suites():
