@@ -53,6 +53,14 @@ def _num(cell: str) -> float | None:
         return None
 
 
+# (the ratio's column, which is also the target's name; the ratio wanted, None for the
+# PyTorch one, which depends on the workload; the baseline's GFLOP/s column)
+TARGETS = (("vs PyTorch", None, "PyTorch GFLOP/s"),
+           ("vs TVM @64", 1.5, "TVM GFLOP/s @64"),
+           ("vs TVM @256", 1.2, "TVM GFLOP/s @256"),
+           ("trials/s vs TVM", 4.0, None))
+
+
 def checks(rows: list[dict[str, str]]) -> list[Check]:
     """Every target on every row of a suite table (rows as ``csv.DictReader`` gives)."""
     out: list[Check] = []
@@ -63,24 +71,15 @@ def checks(rows: list[dict[str, str]]) -> list[Check]:
             continue
         pct = _num(row.get("% roofline", "")) or _num(row.get("% peak", ""))
         bound = ours / (pct / 100) if pct else None
-
-        def add(target: str, ratio: float | None, want: float, base: float | None,
-                name: str = name, bound: float | None = bound) -> None:
+        for column, want, base_column in TARGETS:
+            ratio = _num(row.get(column, ""))
             if ratio is None:
-                return
+                continue
+            if want is None:
+                want = 1.2 if name == "GMM" or name in FUSED else 1.0
+            base = _num(row.get(base_column, "")) if base_column else None
             needed = 100 * want * base / bound if base and bound else None
-            out.append(Check(target, name, ratio, want, needed))
-
-        want = 1.2 if name == "GMM" or name in FUSED else 1.0
-        add("vs PyTorch", _num(row.get("vs PyTorch", "")), want,
-            _num(row.get("PyTorch GFLOP/s", "")))
-        add("vs TVM @64", _num(row.get("vs TVM @64", "")), 1.5,
-            _num(row.get("TVM GFLOP/s @64", "")))
-        add("vs TVM @256", _num(row.get("vs TVM @256", "")), 1.2,
-            _num(row.get("TVM GFLOP/s @256", "")))
-        tps = _num(row.get("trials/s vs TVM", ""))
-        if tps is not None:
-            out.append(Check("trials/s vs TVM", name, tps, 4.0, None))
+            out.append(Check(column, name, ratio, want, needed))
     return out
 
 

@@ -45,8 +45,8 @@ from benchmarks import targets, tvm_compare  # noqa: E402
 from benchmarks.baselines import median_time, numpy_fn, setup_torch, torch_fn  # noqa: E402
 from tensortune.database import Database  # noqa: E402
 from tensortune.measure.builder import BuildInput, LocalBuilder  # noqa: E402
-from tensortune.measure.peak import fma_peak, read_bandwidth  # noqa: E402
-from tensortune.measure.roofline import Roofline, cache_level, footprint  # noqa: E402
+from tensortune.measure.peak import fma_peak  # noqa: E402
+from tensortune.measure.roofline import Roofline  # noqa: E402
 from tensortune.measure.runner import LocalRunner, RunInput  # noqa: E402
 from tensortune.reference import random_inputs  # noqa: E402
 from tensortune.search.records import replay  # noqa: E402
@@ -107,13 +107,11 @@ def main() -> None:
         peak = max(peak, fma_peak(target.cores, target))
         gc = [flops / t / 1e9 for t in ours]
         gr = gc[-1]
-        nbytes = footprint(func)
-        roof = Roofline(peak, read_bandwidth(target.cores, nbytes, target), flops, nbytes,
-                        cache_level(nbytes, target))
+        roof = Roofline.measure(func, target, peak=peak, flops=flops, seconds=0.3)
         npg = flops / npt / 1e9 if npf else None
         thg = flops / tht / 1e9 if thf else None
         row = [name.upper()] + [f"{v:.1f}" for v in g + gc] + [
-            f"{100 * gr / peak:.1f}", f"{nbytes / ours[-1] / 1e9:.1f}",
+            f"{100 * gr / peak:.1f}", f"{roof.gbytes_per_s(ours[-1]):.1f}",
             f"{roof.percent(gr):.1f}", f"{res.seconds:.0f}",
             f"{res.trials / res.seconds:.2f}", str(res.errors),
             f"{npg:.1f}" if npg else "-", f"{thg:.1f}" if thg else "-",

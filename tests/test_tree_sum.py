@@ -13,11 +13,10 @@ from tensortune import te
 from tensortune.reference import check_close, evaluate, random_inputs
 
 
-def _row_sum(m: int, n: int, init: float) -> tt.tir.PrimFunc:
+def _row_sum(m: int, n: int) -> tt.tir.PrimFunc:
     x = te.placeholder((m, n), name="X")
     j = te.reduce_axis(n, name="j")
-    s = te.compute((m,), lambda i: te.sum(x[i, j] * x[i, j], axis=j, init=init), name="S") \
-        if init else te.compute((m,), lambda i: te.sum(x[i, j] * x[i, j], axis=j), name="S")
+    s = te.compute((m,), lambda i: te.sum(x[i, j] * x[i, j], axis=j), name="S")
     return te.create_func([x, s], name="row_sum")
 
 
@@ -26,7 +25,7 @@ def _row_sum(m: int, n: int, init: float) -> tt.tir.PrimFunc:
        axis=st.integers(0, 1), vectorize=st.booleans(), parallel=st.booleans())
 def test_rfactor_sum_as_a_vector_tree_matches_the_reference(m, vecs, f_lanes, axis,
                                                            vectorize, parallel):
-    func = _row_sum(m, f_lanes * vecs, 0.0)
+    func = _row_sum(m, f_lanes * vecs)
     sch = tt.Schedule(func)
     blk = sch.get_block("S")
     i, j = sch.get_loops(blk)
@@ -47,10 +46,10 @@ def test_rfactor_sum_as_a_vector_tree_matches_the_reference(m, vecs, f_lanes, ax
         assert "_v[0]" in kernel.source, kernel.source
 
 
-def test_tree_sum_keeps_an_accumulator_that_had_no_init_and_a_nonzero_start():
-    """A sum decomposed into its init and its update (``decompose_reduction``) keeps the
-    value the accumulator already holds."""
-    func = _row_sum(3, 64, 0.0)
+def test_tree_sum_adds_onto_an_accumulator_whose_init_was_decomposed_out():
+    """A sum decomposed into its init and its update (``decompose_reduction``): the loop
+    has no init of its own, so the tree is added onto what the accumulator holds."""
+    func = _row_sum(3, 64)
     sch = tt.Schedule(func)
     blk = sch.get_block("S")
     i, j = sch.get_loops(blk)

@@ -29,6 +29,8 @@ def _shape(text: str | None) -> dict[str, int]:
 
 
 def _tune(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -56,7 +58,7 @@ def _tune(args: argparse.Namespace) -> int:
         def pct(gflops: float) -> str:
             # % peak, and where the data's reading binds first, % of that bound too.
             text = f"{100 * gflops / roof.peak:4.1f}% peak"
-            if roof.binding != "FMA peak":
+            if roof.reading_bound:
                 text += f", {roof.percent(gflops):4.1f}% of bound"
             return text
 
@@ -77,8 +79,8 @@ def _tune(args: argparse.Namespace) -> int:
     if again.bound > 1.1 * roof.bound:
         console.print(f"measured again after tuning: {again.describe()} (the first reading "
                       "met a slower machine); the higher readings are used")
-    roof = Roofline(max(roof.peak, again.peak), max(roof.bandwidth, again.bandwidth),
-                    roof.flops, roof.nbytes, roof.level)
+    roof = dataclasses.replace(roof, peak=max(roof.peak, again.peak),
+                               bandwidth=max(roof.bandwidth, again.bandwidth))
     # One row per figure: ten columns do not fit an 80-column terminal.
     table = Table(title=f"{func.name}: tuning summary")
     table.add_column("")
@@ -88,7 +90,7 @@ def _tune(args: argparse.Namespace) -> int:
             ("GFLOP/s", f"{res.gflops:.1f}"),
             ("% FMA peak", f"{100 * res.gflops / roof.peak:.1f}"),
             ("GB/s (inputs and outputs once)",
-             f"{roof.nbytes / lat / 1e9:.1f}" if res.record else "-"),
+             f"{roof.gbytes_per_s(lat):.1f}" if res.record else "-"),
             (f"% roofline ({roof.binding})", f"{roof.percent(res.gflops):.1f}"),
             ("trials", str(res.trials)), ("errors", str(res.errors)),
             ("time", f"{res.seconds:.1f} s"),

@@ -93,7 +93,7 @@ class SimdEmitter(CEmitter):
         if s.kind == ForKind.SERIAL and gathered_copy(self, s, ind):
             return
         # A serial sum over a run of a buffer (AddRFactor's second step) as a vector tree.
-        if s.kind == ForKind.SERIAL and tree_sum(self, s, ind):
+        if tree_sum(self, s, ind):
             return
         super().loop(s, ind)
 

@@ -2,30 +2,29 @@
 sets that bound, the FMA peak or how fast its data can be read.
 
 A kernel that does few FLOPs per byte (a norm, a softmax, a layer norm) is bound by
-reading its data, not by FMAs: NRM on the 2-vCPU AVX-512 hosts reads at 0.5 FLOP/byte
-and its best kernel sits near 6% of the FMA peak, which says nothing about how close it
+reading its data, not by FMAs: NRM reads at 0.5 FLOP/byte, and on the Intel AVX-512
+host its best kernel sat near 6% of the FMA peak, which says nothing about how close it
 is to its limit. The bound here is the lower of the FMA peak and the read bandwidth at
 the function's footprint times its FLOPs per byte (Williams et al., "Roofline", 2009).
 The bandwidth is measured at that footprint (``measure.peak.read_bandwidth``), because a
 kernel timed in a loop finds its inputs where its last call left them: NRM's 8 MiB are
-read from L3, at two to three times the memory's rate.
+read from L3, at 3.3x the memory's rate on the Zen 4 host (188 against 55-58 GB/s).
 
 Example:
     >>> func = tt.workloads.get("nrm")
     >>> roof = Roofline.measure(func)
-    >>> roof.bound, roof.binding      # e.g. (30.1, 'read bandwidth (L3)')
-    >>> roof.percent(29.2)            # of the bound, not of the FMA peak
+    >>> roof.bound, roof.binding      # (94.2, 'read bandwidth (L3)') on the Zen 4 host
+    >>> roof.percent(89.3)            # of the bound, not of the FMA peak
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..codegen import Target
 from ..tir import PrimFunc
 from ..tir.analysis import flop_count
+from ..tir.expr import dtype_bytes
 
 
 def footprint(func: PrimFunc) -> int:
@@ -35,7 +34,7 @@ def footprint(func: PrimFunc) -> int:
     >>> footprint(tt.workloads.get("nrm"))      # 8 x 512 x 512 floats in, 8 out
     8388640
     """
-    return sum(int(np.prod(b.shape)) * np.dtype(b.dtype).itemsize for b in func.params)
+    return sum(b.size * dtype_bytes(b.dtype) for b in func.params)
 
 
 def cache_level(nbytes: int, target: Target) -> str:
@@ -68,15 +67,22 @@ class Roofline:
         return min(self.peak, self.intensity * self.bandwidth)
 
     @property
+    def reading_bound(self) -> bool:
+        """True where reading the data binds before the FMA peak (at the ridge, False)."""
+        return self.intensity * self.bandwidth < self.peak
+
+    @property
     def binding(self) -> str:
         """What sets the bound: "FMA peak" or "read bandwidth (<level>)"."""
-        if self.peak <= self.intensity * self.bandwidth:
-            return "FMA peak"
-        return f"read bandwidth ({self.level})"
+        return f"read bandwidth ({self.level})" if self.reading_bound else "FMA peak"
 
     def percent(self, gflops: float) -> float:
         """``gflops`` as a percentage of the bound."""
         return 100.0 * gflops / self.bound
+
+    def gbytes_per_s(self, latency: float) -> float:
+        """The footprint over ``latency`` seconds: the GB/s a kernel moves at least."""
+        return self.nbytes / latency / 1e9
 
     def describe(self) -> str:
         """One line for a person: the bound and where it comes from."""
@@ -86,9 +92,11 @@ class Roofline:
 
     @classmethod
     def measure(cls, func: PrimFunc, target: Target | None = None,
-                peak: float | None = None, seconds: float = 0.1) -> Roofline:
+                peak: float | None = None, flops: float | None = None,
+                seconds: float = 0.1) -> Roofline:
         """Measure the bandwidth at ``func``'s footprint (and the FMA peak, unless given)
-        on all cores of ``target``."""
+        on all cores of ``target``; ``flops`` defaults to ``func``'s count (the suite
+        passes its own, those of workloads.md)."""
         from .peak import fma_peak, read_bandwidth
 
         t = target or Target.host()
@@ -96,4 +104,5 @@ class Roofline:
         if peak is None:
             peak = fma_peak(t.cores, t, seconds=seconds)
         bw = read_bandwidth(t.cores, nbytes, t, seconds=seconds)
-        return cls(peak, bw, flop_count(func), nbytes, cache_level(nbytes, t))
+        return cls(peak, bw, flop_count(func) if flops is None else flops, nbytes,
+                   cache_level(nbytes, t))
