@@ -23,6 +23,7 @@ from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
 from .c import CTYPE, CEmitter, RegisterTile, c_float
 from .gather import gathered_copy
+from .lane_loop import lane_loop
 from .target import Target
 from .transpose import SHUFFLE, transposed_group, zip_helpers
 from .tree_sum import tree_sum
@@ -149,6 +150,8 @@ class SimdEmitter(CEmitter):
         """Promoted tiles need constant indices: expand the loop instead of looping."""
         if not _touched(s.body) & set(self.promoted):
             return False
+        if lane_loop(self, s, ind):   # a write-back through strided stores
+            return True
         for i in range(s.extent):
             self.stmt(_subst(s.body, {s.var: IntImm(i)}, self.ranges), ind)
         return True

@@ -1,0 +1,109 @@
+"""What a code-generation change costs gcc and the kernels: compile time and speed of the
+same random programs with lane loops for strided write-backs (``codegen.lane_loop``) and
+without them (each tile lane a statement of its own, as before).
+
+Run: python benchmarks/build_cost.py [--workloads c2d,c3d] [--draws 20] [--rounds 5]
+
+For each workload, ``--draws`` programs are drawn from its design spaces with a fixed
+seed; each one's C is generated both ways. Where the two differ, both are compiled in a
+fresh cache (gcc's user + system CPU time, read from the child's rusage), checked
+against the float64 reference and timed in ``--rounds`` alternating rounds (each keeps
+its best median). Prints, per workload: programs drawn, how many the change touched,
+mean gcc CPU seconds per touched program before and after, and the geometric mean and
+the range of the kernels' time after / before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import tensortune as tt  # noqa: E402
+from tensortune.codegen import Target, compile_source, emit_c, lower, simd  # noqa: E402
+from tensortune.measure.runner import LocalRunner, RunInput  # noqa: E402
+from tensortune.reference import evaluate, random_inputs  # noqa: E402
+from tensortune.search.search_strategy import SearchContext  # noqa: E402
+from tensortune.space import PostOrderApply  # noqa: E402
+
+CONVS = "c2d,c3d,grp,dil,convlayer,t2d,c1d,dep"
+
+
+def sources(func: tt.PrimFunc, target: Target) -> tuple[str, str]:
+    """The C of ``func`` without lane loops, then with them."""
+    low = lower(func)
+    saved = simd.lane_loop
+    simd.lane_loop = lambda *a: False   # type: ignore[assignment]
+    try:
+        before = emit_c(low, target)
+    finally:
+        simd.lane_loop = saved
+    return before, emit_c(low, target)
+
+
+def gcc_seconds(source: str, target: Target, cache: Path) -> tuple[str, float]:
+    """The library's path and the CPU time gcc took to build it."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    lib = compile_source(source, target, cache)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return str(lib), (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workloads", default=CONVS)
+    ap.add_argument("--draws", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    target = Target.host()
+    gen = PostOrderApply.default(target)
+    print("workload  drawn  touched  gcc s before  gcc s after  time after/before (range)")
+    for name in args.workloads.split(","):
+        func = tt.workloads.get(name)
+        spaces = gen.generate(func)
+        ctx = SearchContext(func, spaces, gen, set(), random.Random(0))
+        cands = [ctx.draw(ctx.rng.randrange(len(spaces))) for _ in range(args.draws)]
+        x = random_inputs(func)
+        want = evaluate(func, x)
+        pairs, secs = [], ([], [])   # type: ignore[var-annotated]
+        with tempfile.TemporaryDirectory() as tmp:
+            for c in cands:
+                if c is None:
+                    continue
+                before, after = sources(c.sch.func, target)
+                if before == after:
+                    continue
+                (lb, sb), (la, sa) = (gcc_seconds(s, target, Path(tmp)) for s in (before, after))
+                secs[0].append(sb)
+                secs[1].append(sa)
+                pairs.append((c.sch.func, lb, la))
+            best = [[float("inf")] * 2 for _ in pairs]
+            with LocalRunner() as runner:
+                for _ in range(args.rounds):
+                    for i, (f, lb, la) in enumerate(pairs):
+                        for j, lib in enumerate((lb, la)):
+                            r = runner.run([RunInput(lib, f, name, x, want)])[0]
+                            if not r.ok:
+                                raise SystemExit(f"{name}: {lib} failed: {r.error_msg}")
+                            best[i][j] = min(best[i][j], statistics.median(r.latencies))
+        drawn = sum(c is not None for c in cands)
+        if not pairs:
+            print(f"{name:9s} {drawn:5d}  {0:7d}")
+            continue
+        ratio = [a / b for b, a in best]
+        print(f"{name:9s} {drawn:5d}  {len(pairs):7d}  {statistics.mean(secs[0]):12.3f}  "
+              f"{statistics.mean(secs[1]):11.3f}  "
+              f"{float(np.exp(np.mean(np.log(ratio)))):.3f} "
+              f"({min(ratio):.3f}-{max(ratio):.3f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""A register tile read out through strided stores, as C loops over the lanes.
+
+A tile whose lanes run along an axis the output does not have contiguous (a C3D program
+the search found holds 16 output channels per vector; the output is NCHW, channels
+25 KB apart) cannot be written back a vector at a time, and ``transpose.py`` leaves
+lanes farther apart than a cache line to scalar stores. Unrolled lane by lane, a
+16-vector tile's write-back is 256 statements, each with its own address arithmetic::
+
+    conv[base + 0] = acc_r0[0];
+    conv[base + 6272] = acc_r0[1];
+    ...                                   # 16 per vector
+
+gcc spent a third of its time on them: one C3D program built in 0.40 s of CPU as
+written and 0.27-0.30 s with its stores looped, at the same speed; a third to a half of
+the random programs of seven of the suite's eight convolutions have such a write-back
+(RESULTS.md). Here each vector
+of the tile is copied to a small stack array and its lanes are stored by one loop that
+gcc is asked not to unroll::
+
+    { float acc_l0[16]; tt_st_f32x16(acc_l0, acc_r0);
+      _Pragma("GCC unroll 1") for (int32_t lane = 0; lane < 16; ++lane)
+        conv[base + lane * 6272] = acc_l0[lane]; }
+
+The tile's variables stay registers (nothing indexes them with a variable). Only loops that read tiles qualify: a loop
+that writes one (a reduction whose input is strided across the lanes) is the kernel's
+hot loop and stays unrolled.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..tir.arith import linear_parts, simplify
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
+from ..tir.functor import loads_in, rewrite_expr, rewrite_stmt, stores_in, substitute
+from ..tir.stmt import Buffer, For, Stmt
+from .c import CTYPE
+
+if TYPE_CHECKING:
+    from .simd import SimdEmitter
+
+MIN_LANES = 4     # narrower vectors keep their few statements unrolled
+
+
+class _Skip(Exception):
+    """Not a loop this module emits."""
+
+
+def lane_loop(em: SimdEmitter, s: For, ind: int) -> bool:
+    """Emit the vectorized loop ``s`` (whose body could not be vector code) as one C loop
+    over the lanes of each vector of the register tiles it reads; False (nothing
+    emitted) when it writes a tile or reads one other than a vector at a time."""
+    tiles = {x.buffer for x in loads_in(s.body)} & set(em.promoted)
+    if not tiles or any(st.buffer in em.promoted for st in stores_in(s.body)):
+        return False
+    lane = Var("lane")
+    chunks: list[tuple[Stmt, dict[tuple[Buffer, int], Buffer], int]] = []
+    at = 0
+    try:
+        while at < s.extent:
+            body, arrays, w = _chunk(em, s, at, lane)
+            chunks.append((body, arrays, w))
+            at += w
+    except _Skip:
+        return False
+    finally:
+        em.ranges.pop(lane, None)
+    from .simd import _vtype
+
+    lv = em.var(lane)
+    for body, arrays, w in chunks:
+        em.emit("{", ind)
+        for (b, k), arr in arrays.items():
+            name = em._name_buffer(arr, em.used)
+            em.emit(f"{CTYPE[b.dtype]} {name}[{w}] __attribute__((aligned(64)));", ind + 1)
+            em.emit(f"tt_st_{_vtype(b.dtype, w)[3:]}({name}, {em.promoted[b].name}_r{k});",
+                    ind + 1)
+        em.ranges[lane] = (0, w - 1)
+        em.emit('_Pragma("GCC unroll 1")', ind + 1)
+        em.emit(f"for (int32_t {lv} = 0; {lv} < {w}; ++{lv}) {{", ind + 1)
+        em.stmt(body, ind + 2)
+        em.emit("}", ind + 1)
+        em.emit("}", ind)
+        em.ranges.pop(lane, None)
+    return True
+
+
+def _chunk(em: SimdEmitter, s: For, at: int, lane: Var
+           ) -> tuple[Stmt, dict[tuple[Buffer, int], Buffer], int]:
+    """The body for lanes ``at + lane`` with each tile read replaced by a read of a stack
+    array, those arrays by (tile, vector), and the chunk's width: every tile read must be
+    a whole vector of the tile starting at this chunk's first lane, all of one width."""
+    from .simd import _subst
+
+    first: dict[Var, Expr] = {s.var: BinOp("+", IntImm(at), lane, "int32")}
+    em.ranges[lane] = (0, 1)   # the first lane's address tells which vector is read
+    widths = {_vector_at(em, x.buffer, substitute(x.buffer.flat_index(x.indices), first),
+                         lane)[1]
+              for x in loads_in(s.body) if x.buffer in em.promoted}
+    if len(widths) != 1:
+        raise _Skip
+    width = widths.pop()
+    if width < MIN_LANES or at + width > s.extent:
+        raise _Skip
+    em.ranges[lane] = (0, width - 1)
+    body = _subst(s.body, first, em.ranges)
+    arrays: dict[tuple[Buffer, int], Buffer] = {}
+
+    def swap(e: Expr) -> Expr | None:
+        if not isinstance(e, BufferLoad) or e.buffer not in em.promoted:
+            return None
+        k, w = _vector_at(em, e.buffer, e.buffer.flat_index(e.indices), lane)
+        if w != width:
+            raise _Skip
+        arr = arrays.get((e.buffer, k))
+        if arr is None:
+            arr = Buffer(f"{em.promoted[e.buffer].name}_l{k}", (width,), e.buffer.dtype)
+            arrays[(e.buffer, k)] = arr
+        return BufferLoad(arr, (lane,))
+
+    return rewrite_stmt(body, expr_fn=lambda e: rewrite_expr(e, swap)), arrays, width
+
+
+def _vector_at(em: SimdEmitter, b: Buffer, flat: Expr, lane: Var) -> tuple[int, int]:
+    """(vector, width) of the vector of tile ``b`` that a read at ``flat`` starts in; the
+    read must be that vector's lanes in order from its first."""
+    parts = linear_parts(simplify(flat, em.ranges), {lane})
+    if parts is None or parts[0].get(lane) != 1 or not isinstance(parts[1], IntImm):
+        raise _Skip
+    tile = em.promoted[b]
+    where = tile.at(parts[1].value)
+    if where is None or where[1] != 0:
+        raise _Skip
+    return where[0], tile.widths[where[0]]
