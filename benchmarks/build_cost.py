@@ -7,10 +7,11 @@ Run: python benchmarks/build_cost.py [--workloads c2d,c3d] [--draws 20] [--round
 For each workload, ``--draws`` programs are drawn from its design spaces with a fixed
 seed; each one's C is generated both ways. Where the two differ, both are compiled in a
 fresh cache (gcc's user + system CPU time, read from the child's rusage), checked
-against the float64 reference and timed in ``--rounds`` alternating rounds (each keeps
-its best median). Prints, per workload: programs drawn, how many the change touched,
-mean gcc CPU seconds per touched program before and after, and the geometric mean and
-the range of the kernels' time after / before.
+against the float64 reference and timed in ``--rounds`` rounds, the two versions of a
+program one after the other, which goes first alternating (each keeps its best median).
+Prints, per workload: programs drawn, how many the change touched, mean gcc CPU seconds
+per touched program before and after, and the geometric mean and the range of the
+kernels' time after / before.
 """
 
 from __future__ import annotations
@@ -87,9 +88,12 @@ def main() -> None:
                 pairs.append((c.sch.func, lb, la))
             best = [[float("inf")] * 2 for _ in pairs]
             with LocalRunner() as runner:
-                for _ in range(args.rounds):
+                for rnd in range(args.rounds):
                     for i, (f, lb, la) in enumerate(pairs):
-                        for j, lib in enumerate((lb, la)):
+                        # Who goes first alternates: a pair's first timing read up to
+                        # 1.25x slow in one order and level in the other (RESULTS.md).
+                        order = [(0, lb), (1, la)]
+                        for j, lib in order[::-1] if rnd % 2 else order:
                             r = runner.run([RunInput(lib, f, name, x, want)])[0]
                             if not r.ok:
                                 raise SystemExit(f"{name}: {lib} failed: {r.error_msg}")
