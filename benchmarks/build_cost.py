@@ -1,6 +1,6 @@
 """What a code-generation change costs gcc and the kernels: compile time and speed of the
 same random programs with lane loops for strided write-backs (``codegen.lane_loop``) and
-without them (each tile lane a statement of its own, as before).
+without them (each tile lane a statement of its own, as before 2026-11-26).
 
 Run: python benchmarks/build_cost.py [--workloads c2d,c3d] [--draws 20] [--rounds 5]
 
@@ -41,12 +41,13 @@ CONVS = "c2d,c3d,grp,dil,convlayer,t2d,c1d,dep"
 def sources(func: tt.PrimFunc, target: Target) -> tuple[str, str]:
     """The C of ``func`` without lane loops, then with them."""
     low = lower(func)
-    saved = simd.lane_loop
+    saved = simd.lane_loop, simd.lane_group
     simd.lane_loop = lambda *a: False   # type: ignore[assignment]
+    simd.lane_group = lambda *a: 0      # type: ignore[assignment]
     try:
         before = emit_c(low, target)
     finally:
-        simd.lane_loop = saved
+        simd.lane_loop, simd.lane_group = saved
     return before, emit_c(low, target)
 
 

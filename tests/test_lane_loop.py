@@ -72,7 +72,12 @@ def test_lane_loops_compute_the_reference(width, tiles, cols, n_tiles, epilogue,
     sch = _schedule(f, width, cols, epilogue)
     src = emit_c(lower(sch.func), TARGET)
     plan = chunk_plan(width, LANES)
-    assert plan is not None and src.count(LOOP) == cols * len(plan)
+    assert plan is not None
+    # a loop per vector width; sibling write-backs share them when their lanes are more
+    # than a cache line apart (nearer ones are transpose.py's)
+    widths = len({w for _, w in plan})
+    shared = cols > 1 and n * 4 > 64
+    assert src.count(LOOP) == widths * (1 if shared else cols)
     assert ("C_local_r0[1] = (C_local_r0[1] +" in src) == strided_a
     inputs = random_inputs(f, seed=width * 1000 + tiles * 100 + cols * 10 + n_tiles)
     check_close(tt.build(sch)(*[np.copy(x) for x in inputs]), evaluate(f, inputs)[-1])

@@ -10,20 +10,25 @@ lanes farther apart than a cache line to scalar stores. Unrolled lane by lane, a
     conv[base + 6272] = acc_r0[1];
     ...                                   # 16 per vector
 
-gcc spent a third of its time on them: one C3D program built in 0.40 s of CPU as
-written and 0.27-0.30 s with its stores looped, at the same speed; a third to a half of
-the random programs of seven of the suite's eight convolutions have such a write-back
-(RESULTS.md). Here each vector
-of the tile is copied to a small stack array and its lanes are stored by one loop that
-gcc is asked not to unroll::
+gcc spent a third of its time on them (one C3D program: 0.40 s of CPU as written, 0.27-
+0.30 s with a loop per vector), and a third to a half of the random programs of seven
+of the suite's eight convolutions have such a write-back (RESULTS.md). Here each vector of the
+tile is copied to a small stack array, and one loop that gcc is asked not to unroll
+stores a lane of every vector per iteration (``lane_group`` for a run of sibling
+write-back loops, ``lane_loop`` for one)::
 
     { float acc_l0[16]; tt_st_f32x16(acc_l0, acc_r0);
-      _Pragma("GCC unroll 1") for (int32_t lane = 0; lane < 16; ++lane)
-        conv[base + lane * 6272] = acc_l0[lane]; }
+      float acc_l1[16]; tt_st_f32x16(acc_l1, acc_r1);      # ... every vector
+      _Pragma("GCC unroll 1") for (int32_t lane = 0; lane < 16; ++lane) {
+        conv[base + lane * 6272] = acc_l0[lane];
+        conv[base + lane * 6272 + 1] = acc_l1[lane]; ... } }
 
-The tile's variables stay registers (nothing indexes them with a variable). Only loops that read tiles qualify: a loop
-that writes one (a reduction whose input is strided across the lanes) is the kernel's
-hot loop and stays unrolled.
+A loop per vector still cost gcc much (IV optimisation of the loops around them): one
+CONVLAYER program built in 0.41 s with 16 such loops, 0.29-0.30 s with one, 0.15 s with
+the write-back deleted; the kernel ran at the same speed.
+The tile's variables stay registers (nothing indexes them with a variable). Only loops
+that read tiles qualify: a loop that writes one (a reduction whose input is strided
+across the lanes) is the kernel's hot loop and stays unrolled.
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..tir.arith import linear_parts, simplify
-from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes
 from ..tir.functor import loads_in, rewrite_expr, rewrite_stmt, stores_in, substitute
-from ..tir.stmt import Buffer, For, Stmt
+from ..tir.stmt import Buffer, For, ForKind, Stmt
 from .c import CTYPE
 
 if TYPE_CHECKING:
@@ -46,43 +51,115 @@ class _Skip(Exception):
     """Not a loop this module emits."""
 
 
+Chunk = tuple[Stmt, dict[tuple[Buffer, int], Buffer], int]   # body, stack arrays, width
+
+
 def lane_loop(em: SimdEmitter, s: For, ind: int) -> bool:
     """Emit the vectorized loop ``s`` (whose body could not be vector code) as one C loop
     over the lanes of each vector of the register tiles it reads; False (nothing
     emitted) when it writes a tile or reads one other than a vector at a time."""
+    lane = Var("lane")
+    chunks = _chunks(em, s, lane)
+    if chunks is None:
+        return False
+    _emit(em, chunks, lane, ind)
+    return True
+
+
+def lane_group(em: SimdEmitter, stmts: tuple[Stmt, ...], p: int, ind: int) -> int:
+    """Emit ``stmts[p:p + n]``, sibling write-back loops whose stores are strided past
+    ``transpose.py``'s reach, as one loop over the lanes of all their tile vectors;
+    returns ``n``, or 0 (nothing emitted) when fewer than two such loops start at ``p``.
+    The loops' stores are reordered, so no loop of the run may read what another
+    stores."""
+    lane = Var("lane")
+    run: list[Chunk] = []
+    stored: set[Buffer] = set()
+    read: set[Buffer] = set()
+    n = 0
+    while p + n < len(stmts) and _far_stores(em, stmts[p + n]):
+        loop = stmts[p + n]
+        assert isinstance(loop, For)
+        chunks = _chunks(em, loop, lane)
+        if chunks is None:
+            break
+        st = {x.buffer for x in stores_in(loop.body)}
+        ld = {x.buffer for x in loads_in(loop.body)}
+        if st & (read | ld) or stored & ld:
+            break
+        stored |= st
+        read |= ld
+        run += chunks
+        n += 1
+    if n < 2:
+        return 0
+    _emit(em, run, lane, ind)
+    return n
+
+
+def _far_stores(em: SimdEmitter, s: Stmt) -> bool:
+    """Whether ``s`` is a vectorized loop that reads register tiles and whose every
+    store steps through memory farther than a cache line per lane."""
+    from .transpose import MAX_LANE_STRIDE_BYTES
+
+    if not isinstance(s, For) or s.kind != ForKind.VECTORIZED:
+        return False
+    if not {x.buffer for x in loads_in(s.body)} & set(em.promoted):
+        return False
+    em.ranges[s.var] = (0, s.extent - 1)
+    for st in stores_in(s.body):
+        if st.buffer in em.promoted:
+            return False
+        parts = linear_parts(em.flat(st.buffer, st.indices), {s.var})
+        if parts is None or \
+                abs(parts[0].get(s.var, 0)) * dtype_bytes(st.buffer.dtype) <= MAX_LANE_STRIDE_BYTES:
+            return False
+    return True
+
+
+def _chunks(em: SimdEmitter, s: For, lane: Var) -> list[Chunk] | None:
+    """``s`` cut into the chunks of its lanes (``lane`` within each) that read one tile
+    vector each; None when it writes a tile or reads one other than a vector at a time."""
     tiles = {x.buffer for x in loads_in(s.body)} & set(em.promoted)
     if not tiles or any(st.buffer in em.promoted for st in stores_in(s.body)):
-        return False
-    lane = Var("lane")
-    chunks: list[tuple[Stmt, dict[tuple[Buffer, int], Buffer], int]] = []
+        return None
+    chunks: list[Chunk] = []
     at = 0
     try:
         while at < s.extent:
-            body, arrays, w = _chunk(em, s, at, lane)
-            chunks.append((body, arrays, w))
-            at += w
+            chunks.append(_chunk(em, s, at, lane))
+            at += chunks[-1][2]
     except _Skip:
-        return False
+        return None
     finally:
         em.ranges.pop(lane, None)
+    return chunks
+
+
+def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
+    """One loop over ``lane`` per width of ``chunks``, each tile vector they read copied
+    to its stack array first. The iterations of a vectorized loop are independent, so
+    its chunks may share a loop in any order."""
     from .simd import _vtype
 
-    lv = em.var(lane)
-    for body, arrays, w in chunks:
-        em.emit("{", ind)
+    em.emit("{", ind)
+    for _, arrays, w in chunks:
         for (b, k), arr in arrays.items():
             name = em._name_buffer(arr, em.used)
             em.emit(f"{CTYPE[b.dtype]} {name}[{w}] __attribute__((aligned(64)));", ind + 1)
             em.emit(f"tt_st_{_vtype(b.dtype, w)[3:]}({name}, {em.promoted[b].name}_r{k});",
                     ind + 1)
+    lv = em.var(lane)
+    for w in dict.fromkeys(c[2] for c in chunks):   # widths, in order of first use
         em.ranges[lane] = (0, w - 1)
         em.emit('_Pragma("GCC unroll 1")', ind + 1)
         em.emit(f"for (int32_t {lv} = 0; {lv} < {w}; ++{lv}) {{", ind + 1)
-        em.stmt(body, ind + 2)
+        for body, _, cw in chunks:
+            if cw == w:
+                em.stmt(body, ind + 2)
         em.emit("}", ind + 1)
-        em.emit("}", ind)
-        em.ranges.pop(lane, None)
-    return True
+    em.emit("}", ind)
+    em.ranges.pop(lane, None)
 
 
 def _chunk(em: SimdEmitter, s: For, at: int, lane: Var

@@ -23,7 +23,7 @@ from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
 from .c import CTYPE, CEmitter, RegisterTile, c_float
 from .gather import gathered_copy
-from .lane_loop import lane_loop
+from .lane_loop import lane_group, lane_loop
 from .target import Target
 from .transpose import SHUFFLE, transposed_group, zip_helpers
 from .tree_sum import tree_sum
@@ -83,8 +83,10 @@ class SimdEmitter(CEmitter):
             super().stmt(s, ind)
             return
         i = 0
-        while i < len(s.stmts):   # runs of column stores become transposed blocks
-            n = transposed_group(self, s.stmts, i, ind)
+        # Runs of column stores become transposed blocks, runs of far-strided ones one
+        # loop over the lanes.
+        while i < len(s.stmts):
+            n = transposed_group(self, s.stmts, i, ind) or lane_group(self, s.stmts, i, ind)
             if not n:
                 self.stmt(s.stmts[i], ind)
             i += max(n, 1)
