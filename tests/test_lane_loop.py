@@ -1,17 +1,21 @@
 """Lane loops (codegen/lane_loop.py): a register tile written back through strided stores
 is stored by a loop over each vector's lanes, and keeps its meaning."""
 
+import ctypes
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensortune as tt
 from tensortune import te
-from tensortune.codegen import lower
+from tensortune.codegen import compile_source, lower
 from tensortune.codegen.c import emit_c
 from tensortune.codegen.simd import chunk_plan
 from tensortune.reference import check_close, evaluate, random_inputs
-from tensortune.tir.stmt import PrimFunc
+from tensortune.tir.expr import BinOp, BufferLoad, Expr, FloatImm, IntImm, Var
+from tensortune.tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, PrimFunc, Seq
 
 TARGET = tt.Target.host()
 LANES = TARGET.lanes("float32")
@@ -82,3 +86,42 @@ def test_lane_loops_compute_the_reference(width, tiles, cols, n_tiles, epilogue,
     inputs = random_inputs(f, seed=width * 1000 + tiles * 100 + cols * 10 + n_tiles)
     check_close(tt.build(sch)(*[np.copy(x) for x in inputs]), evaluate(f, inputs)[-1])
 
+
+
+def _write_backs(dependent: bool) -> PrimFunc:
+    """A two-vector tile acc = 2 x written back by two sibling loops, out[:, 0] and
+    out[:, 1] (lanes 64 floats apart); with ``dependent`` the second writes out2[:, 1]
+    and reads out[:, 0], which the first writes."""
+    x = Buffer("x", (2 * LANES,))
+    out, out2 = Buffer("out", (LANES, 64)), Buffer("out2", (LANES, 64))
+    acc = Buffer("acc", (2 * LANES,), scope="local")
+    v0, v1, v2 = Var("v0"), Var("v1"), Var("v2")
+    init = For(v0, 2 * LANES, BufferStore(acc, (v0,), BinOp(
+        "*", BufferLoad(x, (v0,)), FloatImm(2.0), "float32")), ForKind.VECTORIZED)
+    first = For(v1, LANES, BufferStore(out, (v1, IntImm(0)), BufferLoad(acc, (v1,))),
+                ForKind.VECTORIZED)
+    value: Expr = BufferLoad(acc, (BinOp("+", v2, IntImm(LANES), "int32"),))
+    if dependent:
+        value = BinOp("+", value, BufferLoad(out, (v2, IntImm(0))), "float32")
+    second = For(v2, LANES, BufferStore(out2 if dependent else out, (v2, IntImm(1)), value),
+                 ForKind.VECTORIZED)
+    return PrimFunc("write_backs", (x, out, out2), Allocate(acc, Seq((init, first, second))),
+                    num_outputs=2)
+
+
+@pytest.mark.parametrize("dependent", [False, True])
+def test_sibling_write_backs_share_a_loop_only_when_independent(dependent):
+    """Two sibling write-backs share one lane loop; not when one reads what the other
+    stores (its stores would be reordered past that read). Both compute the same."""
+    f = _write_backs(dependent)
+    src = emit_c(f, TARGET)
+    assert src.count(LOOP) == (2 if dependent else 1)
+    x = np.random.default_rng(5).standard_normal(2 * LANES).astype("float32")
+    out = np.full((LANES, 64), 7.0, "float32")
+    out2 = np.full((LANES, 64), 7.0, "float32")
+    lib = ctypes.CDLL(str(compile_source(src, TARGET)))
+    lib.tt_kernel(*[a.ctypes.data_as(ctypes.c_void_p) for a in (x, out, out2)])
+    np.testing.assert_array_equal(out[:, 0], 2 * x[:LANES])
+    got = out2[:, 1] if dependent else out[:, 1]
+    want = 2 * x[LANES:] + (2 * x[:LANES] if dependent else 0)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -107,14 +107,15 @@ def _far_stores(em: SimdEmitter, s: Stmt) -> bool:
     if not {x.buffer for x in loads_in(s.body)} & set(em.promoted):
         return False
     em.ranges[s.var] = (0, s.extent - 1)
-    for st in stores_in(s.body):
+    stores = list(stores_in(s.body))
+    for st in stores:
         if st.buffer in em.promoted:
             return False
         parts = linear_parts(em.flat(st.buffer, st.indices), {s.var})
-        if parts is None or \
-                abs(parts[0].get(s.var, 0)) * dtype_bytes(st.buffer.dtype) <= MAX_LANE_STRIDE_BYTES:
+        step = 0 if parts is None else abs(parts[0].get(s.var, 0))
+        if step * dtype_bytes(st.buffer.dtype) <= MAX_LANE_STRIDE_BYTES:
             return False
-    return True
+    return bool(stores)
 
 
 def _chunks(em: SimdEmitter, s: For, lane: Var) -> list[Chunk] | None:
