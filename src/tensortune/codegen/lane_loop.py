@@ -163,8 +163,7 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
     em.ranges.pop(lane, None)
 
 
-def _chunk(em: SimdEmitter, s: For, at: int, lane: Var
-           ) -> tuple[Stmt, dict[tuple[Buffer, int], Buffer], int]:
+def _chunk(em: SimdEmitter, s: For, at: int, lane: Var) -> Chunk:
     """The body for lanes ``at + lane`` with each tile read replaced by a read of a stack
     array, those arrays by (tile, vector), and the chunk's width: every tile read must be
     a whole vector of the tile starting at this chunk's first lane, all of one width."""
