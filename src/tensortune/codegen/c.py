@@ -77,6 +77,14 @@ static inline int32_t tt_maxi(int32_t a, int32_t b) { return a > b ? a : b; }
 static inline int32_t tt_mini(int32_t a, int32_t b) { return a < b ? a : b; }
 static inline void* tt_alloc(size_t n) {
   void* p = NULL; if (posix_memalign(&p, 64, n ? n : 64) != 0) abort(); return p; }
+/* TT_IN_REG(v): v is in a register here (an empty asm). Before a tile vector is copied
+   to memory it keeps gcc from giving the vector a stack slot for its whole life, hot
+   loop included (codegen/lane_loop.py). */
+#if defined(__x86_64__) || defined(__i386__)
+#define TT_IN_REG(v) __asm__("" : "+v"(v))
+#else
+#define TT_IN_REG(v) ((void)0)
+#endif
 """
 
 TIMER = r"""

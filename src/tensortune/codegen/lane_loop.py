@@ -26,7 +26,10 @@ write-back loops, ``lane_loop`` for one)::
 A loop per vector still cost gcc much (IV optimisation of the loops around them): one
 CONVLAYER program built in 0.41 s with 16 such loops, 0.29-0.30 s with one, 0.15 s with
 the write-back deleted; the kernel ran at the same speed.
-The tile's variables stay registers (nothing indexes them with a variable). Only loops
+Nothing indexes the tile's variables with a variable, and each is marked as held in a
+register just before its copy (``TT_IN_REG``, an empty asm): without that mark gcc kept
+some accumulators of a GMM program in their stack arrays through the whole reduction
+(1.33x slower). Only loops
 that read tiles qualify: a loop that writes one (a reduction whose input is strided
 across the lanes) is the kernel's hot loop and stays unrolled.
 """
@@ -147,9 +150,12 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
     for _, arrays, w in chunks:
         for (b, k), arr in arrays.items():
             name = em._name_buffer(arr, em.used)
+            vec = f"{em.promoted[b].name}_r{k}"
             em.emit(f"{CTYPE[b.dtype]} {name}[{w}] __attribute__((aligned(64)));", ind + 1)
-            em.emit(f"tt_st_{_vtype(b.dtype, w)[3:]}({name}, {em.promoted[b].name}_r{k});",
-                    ind + 1)
+            # Without it gcc kept 3 of a GMM tile's 12 accumulators in their stack
+            # arrays through the reduction loop, a load and a store per FMA: 1.33x slower.
+            em.emit(f"TT_IN_REG({vec});", ind + 1)
+            em.emit(f"tt_st_{_vtype(b.dtype, w)[3:]}({name}, {vec});", ind + 1)
     lv = em.var(lane)
     for w in dict.fromkeys(c[2] for c in chunks):   # widths, in order of first use
         em.ranges[lane] = (0, w - 1)
