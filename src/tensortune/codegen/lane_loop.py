@@ -10,15 +10,15 @@ lanes farther apart than a cache line to scalar stores. Unrolled lane by lane, a
     conv[base + 6272] = acc_r0[1];
     ...                                   # 16 per vector
 
-gcc spent a third of its time on them (one C3D program: 0.40 s of CPU as written, 0.27-
-0.30 s with a loop per vector), and a third to a half of the random programs of seven
-of the suite's eight convolutions have such a write-back (RESULTS.md). Here each vector of the
-tile is copied to a small stack array, and one loop that gcc is asked not to unroll
-stores a lane of every vector per iteration (``lane_group`` for a run of sibling
-write-back loops, ``lane_loop`` for one)::
+gcc spent a third of its time on them (one C3D program: 0.40 s of CPU as written,
+0.27-0.30 s with a loop per vector), and a third to a half of the random programs of
+seven of the suite's eight convolutions have such a write-back (RESULTS.md). Here each
+vector of the tile is copied to a small stack array, and one loop that gcc is asked not
+to unroll stores a lane of every vector per iteration (``lane_group`` for a run of
+sibling write-back loops, ``lane_loop`` for one)::
 
-    { float acc_l0[16]; tt_st_f32x16(acc_l0, acc_r0);
-      float acc_l1[16]; tt_st_f32x16(acc_l1, acc_r1);      # ... every vector
+    { float acc_l0[16]; TT_IN_REG(acc_r0); tt_st_f32x16(acc_l0, acc_r0);
+      float acc_l1[16]; TT_IN_REG(acc_r1); tt_st_f32x16(acc_l1, acc_r1);   # ...
       _Pragma("GCC unroll 1") for (int32_t lane = 0; lane < 16; ++lane) {
         conv[base + lane * 6272] = acc_l0[lane];
         conv[base + lane * 6272 + 1] = acc_l1[lane]; ... } }
@@ -26,12 +26,12 @@ write-back loops, ``lane_loop`` for one)::
 A loop per vector still cost gcc much (IV optimisation of the loops around them): one
 CONVLAYER program built in 0.41 s with 16 such loops, 0.29-0.30 s with one, 0.15 s with
 the write-back deleted; the kernel ran at the same speed.
+
 Nothing indexes the tile's variables with a variable, and each is marked as held in a
 register just before its copy (``TT_IN_REG``, an empty asm): without that mark gcc kept
 some accumulators of a GMM program in their stack arrays through the whole reduction
-(1.33x slower). Only loops
-that read tiles qualify: a loop that writes one (a reduction whose input is strided
-across the lanes) is the kernel's hot loop and stays unrolled.
+(1.33x slower). Only loops that read tiles qualify: a loop that writes one (a reduction
+whose input is strided across the lanes) is the kernel's hot loop and stays unrolled.
 """
 
 from __future__ import annotations
