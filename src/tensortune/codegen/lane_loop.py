@@ -15,7 +15,7 @@ gcc spent a third of its time on them (one C3D program: 0.40 s of CPU as written
 seven of the suite's eight convolutions have such a write-back (RESULTS.md). Here each
 vector of the tile is copied to a small stack array, and one loop that gcc is asked not
 to unroll stores a lane of every vector per iteration (``lane_group`` for a run of
-sibling write-back loops, ``lane_loop`` for one)::
+sibling write-back loops in a sequence, ``lane_loop`` for a loop met on its own)::
 
     { float acc_l0[16]; TT_IN_REG(acc_r0); tt_st_f32x16(acc_l0, acc_r0);
       float acc_l1[16]; TT_IN_REG(acc_r1); tt_st_f32x16(acc_l1, acc_r1);   # ...
@@ -72,9 +72,9 @@ def lane_loop(em: SimdEmitter, s: For, ind: int) -> bool:
 def lane_group(em: SimdEmitter, stmts: tuple[Stmt, ...], p: int, ind: int) -> int:
     """Emit ``stmts[p:p + n]``, sibling write-back loops whose stores are strided past
     ``transpose.py``'s reach, as one loop over the lanes of all their tile vectors;
-    returns ``n``, or 0 (nothing emitted) when fewer than two such loops start at ``p``.
-    The loops' stores are reordered, so no loop of the run may read what another
-    stores."""
+    returns ``n``, or 0 (nothing emitted) when no such loop starts at ``p``. A run of
+    one is emitted here too, as ``lane_loop`` would: its chunks are already cut. The
+    loops' stores are reordered, so no loop of the run may read what another stores."""
     lane = Var("lane")
     run: list[Chunk] = []
     stored: set[Buffer] = set()
@@ -94,7 +94,7 @@ def lane_group(em: SimdEmitter, stmts: tuple[Stmt, ...], p: int, ind: int) -> in
         read |= ld
         run += chunks
         n += 1
-    if n < 2:
+    if n == 0:
         return 0
     _emit(em, run, lane, ind)
     return n
