@@ -119,3 +119,79 @@ def test_the_region_of_a_strip_index_covers_every_value(outer_coef, coefs, exten
                                                **{y: g.ravel() for y, g in zip(ys, grid)}}))
         assert lo <= vals.min() and vals.max() < lo + ext
         assert ext <= vals.max() - vals.min() + 2
+
+
+def _int_exprs(vars_):
+    from tensortune.tir.expr import BinOp, IntImm
+
+    leaves = st.one_of(st.sampled_from(vars_), st.integers(-20, 40).map(IntImm))
+
+    def extend(sub):
+        return st.one_of(
+            st.tuples(st.sampled_from(["+", "-", "*", "min", "max"]), sub, sub)
+            .map(lambda t: BinOp(t[0], t[1], t[2], "int32")),
+            st.tuples(st.sampled_from(["//", "%"]), sub, st.sampled_from([1, 2, 8, 16, 56]))
+            .map(lambda t: BinOp(t[0], t[1], IntImm(t[2]), "int32")))
+
+    return st.recursive(leaves, extend, max_leaves=12)
+
+
+_VARS = [Var("a"), Var("b"), Var("c")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(e=_int_exprs(_VARS), his=st.lists(st.integers(0, 70), min_size=6, max_size=6),
+       seed=st.integers(0, 2**16))
+def test_simplify_matches_the_node_by_node_rewrite_under_any_ranges(e, his, seed):
+    """``simplify`` builds an affine subtree's form at once and keeps its answers on the
+    nodes (per the ranges of their variables). Under two sets of ranges, asked in turn of
+    the same nodes, it must give what rewriting node by node from the leaves gives, and
+    keep the value on random points of the ranges."""
+    from tensortune.tir.arith import _simplify_node, evaluate_grid
+    from tensortune.tir.functor import rewrite_expr
+
+    rng = np.random.default_rng(seed)
+    for rs in (his[:3], his[3:], his[:3]):
+        ranges = {v: (0, h) for v, h in zip(_VARS, rs)}
+        got = simplify(e, ranges)
+        want = rewrite_expr(e, lambda x, r=ranges: _simplify_node(x, r))
+        assert str(got) == str(want)
+        env = {v: rng.integers(0, h + 1, 64) for v, h in zip(_VARS, rs)}
+        before, after = evaluate_grid(e, env), evaluate_grid(got, env)
+        assert np.array_equal(np.broadcast_to(before, (64,)), np.broadcast_to(after, (64,)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(["gmm", "c2d", "nrm", "convlayer"]), pick=st.integers(0, 10**6),
+       action=st.sampled_from(["delete", "wrap", "seq"]), seed=st.integers(0, 50))
+def test_replace_loop_rebuilds_what_a_walk_of_the_whole_tree_rebuilds(name, pick, action,
+                                                                     seed):
+    """``replace_loop`` rebuilds only the path to the loop (from a kept index); on sampled
+    programs it must give what replacing it by a walk of the whole tree gives, deletions
+    (loops left empty go too) and sequences spliced into their parent included."""
+    from tensortune.codegen import Target
+    from tensortune.schedule.tree import _loops, mutate, replace_loop
+    from tensortune.space import PostOrderApply, sample
+    from tensortune.tir.printer import func_str
+    from tensortune.tir.stmt import Seq
+
+    func = tt.workloads.get(name, small=True)
+    gen = PostOrderApply.default(Target.host())
+    spaces = gen.generate(func)
+    sch = sample(func, spaces[seed % len(spaces)], seed, gen.postprocs)
+    if sch is None:
+        return
+    f = sch.func
+    loops = list(_loops(f.body))
+    var = loops[pick % len(loops)]
+
+    def fn(lp):
+        if action == "delete":
+            return None
+        if action == "wrap":
+            return For(Var("w"), 1, lp)
+        return Seq((lp.body, lp))
+
+    want = mutate(f.body, lambda s: isinstance(s, For) and s.var is var, fn)
+    want_f = f.with_body(want if want is not None else Seq(()))
+    assert func_str(replace_loop(f, var, fn)) == func_str(want_f)

@@ -37,6 +37,7 @@ from ..tir.functor import (
     rewrite_expr,
     rewrite_stmt,
     stmt_exprs,
+    substitute,
     substitute_stmt,
     walk_with_loops,
 )
@@ -193,53 +194,66 @@ def _shift(starts: list[Expr]) -> IndexFn:
 
 
 # ---------------------------------------------------------------- unroll and simplify
-def simplify_stmt(s: Stmt, ranges: Ranges | None = None) -> Stmt | None:
-    """Simplify with loop ranges, expand small unrolled loops, drop dead code."""
+def simplify_stmt(s: Stmt, ranges: Ranges | None = None,
+                  consts: dict[Var, Expr] | None = None) -> Stmt | None:
+    """Simplify with loop ranges, expand small unrolled loops, drop dead code.
+    ``consts`` gives the values of the loop variables already expanded above ``s``."""
     r: Ranges = dict(ranges or {})
+    vm = consts or {}
     if isinstance(s, For):
+        # An expanded loop's value is passed down, not substituted into its body at once:
+        # nested expanded loops (a register tile's) rebuilt the whole body at every level.
         if s.kind == ForKind.UNROLLED and s.extent * _size(s.body) <= MAX_UNROLL \
                 and not s.annotations:
             parts = []
             for i in range(s.extent):
-                b = simplify_stmt(substitute_stmt(s.body, {s.var: IntImm(i)}), r)
+                b = simplify_stmt(s.body, r, {**vm, s.var: IntImm(i)})
                 if b is not None:
                     parts.append(b)
             return seq(parts) if parts else None
         # A unit loop goes, unless it carries the kernel-wide request for gcc's pre-RA
         # scheduling: the C emitter looks for it on a loop of the lowered body.
         if s.extent == 1 and s.kind != ForKind.PARALLEL and not s.annotation(SCHED_PRESSURE):
-            return simplify_stmt(substitute_stmt(s.body, {s.var: IntImm(0)}), r)
+            return simplify_stmt(s.body, r, {**vm, s.var: IntImm(0)})
         r[s.var] = (0, s.extent - 1)
-        body = simplify_stmt(s.body, r)
+        body = simplify_stmt(s.body, r, vm)
         return None if body is None else replace(s, body=body)
     if isinstance(s, Seq):
-        parts = [p for p in (simplify_stmt(x, r) for x in s.stmts) if p is not None]
+        parts = [p for p in (simplify_stmt(x, r, vm) for x in s.stmts) if p is not None]
         return seq(parts) if parts else None
     if isinstance(s, IfThenElse):
-        c = simplify(s.cond, r)
+        c = simplify(substitute(s.cond, vm), r)
         if isinstance(c, IntImm):
-            return simplify_stmt(s.then, r) if c.value else (
-                None if s.else_ is None else simplify_stmt(s.else_, r))
-        then = simplify_stmt(s.then, r)
-        els = None if s.else_ is None else simplify_stmt(s.else_, r)
+            return simplify_stmt(s.then, r, vm) if c.value else (
+                None if s.else_ is None else simplify_stmt(s.else_, r, vm))
+        then = simplify_stmt(s.then, r, vm)
+        els = None if s.else_ is None else simplify_stmt(s.else_, r, vm)
         if then is None and els is None:
             return None
         return IfThenElse(c, then if then is not None else Seq(()), els)
     if isinstance(s, Allocate):
-        body = simplify_stmt(s.body, r)
+        body = simplify_stmt(s.body, r, vm)
         return None if body is None else Allocate(s.buffer, body)
     if isinstance(s, BufferStore):
-        return BufferStore(s.buffer, tuple(simplify(i, r) for i in s.indices),
-                           rewrite_expr(simplify(s.value, r),
+        return BufferStore(s.buffer, tuple(simplify(substitute(i, vm), r) for i in s.indices),
+                           rewrite_expr(simplify(substitute(s.value, vm), r),
                                         lambda x: BufferLoad(x.buffer, tuple(
                                             simplify(i, r) for i in x.indices))
                                         if isinstance(x, BufferLoad) else None))
-    return s
+    return substitute_stmt(s, vm) if vm else s
 
 
 def _size(s: Stmt) -> int:
     """Statements after expanding every unrolled loop, loops weighted (what explicit
     unrolling costs in compile time: 512 copies of a small loop once took gcc 27 s)."""
+    n = s.__dict__.get("_size")
+    if n is None:
+        n = _count(s)
+        object.__setattr__(s, "_size", n)   # asked again at every level of a nest
+    return n
+
+
+def _count(s: Stmt) -> int:
     if isinstance(s, For):
         inner = _size(s.body)
         return inner * s.extent if s.kind == ForKind.UNROLLED else inner + LOOP_WEIGHT

@@ -57,24 +57,32 @@ def find_block(func: PrimFunc, name: str) -> tuple[Block, Path]:
 
 def find_loop(func: PrimFunc, var: Var) -> tuple[For, Path]:
     """The loop with variable ``var`` and the loops enclosing it."""
-
-    def go(s: Stmt, path: Path) -> tuple[For, Path] | None:
-        if isinstance(s, For):
-            if s.var is var:
-                return s, path
-            return go(s.body, path + (s,))
-        if isinstance(s, Seq):
-            for x in s.stmts:
-                r = go(x, path)
-                if r is not None:
-                    return r
-        return None
-
-    r = go(func.body, ())
+    r = _loops(func.body).get(var)
     if r is None:
         raise ScheduleError(f"loop {var.name} no longer exists (it was split, fused or "
                             "removed by an earlier primitive); get the loops again")
     return r
+
+
+def _loops(s: Stmt) -> dict[Var, tuple[For, Path]]:
+    # Kept on the (immutable) statement, as ``iter_blocks`` keeps its blocks: a trace's
+    # replay asks for loops of the same tree many times between edits (a tenth of a
+    # convolution's proposal time went to walking the tree for each).
+    found = s.__dict__.get("_loops")
+    if found is None:
+        found = {}
+        _collect_loops(s, (), found)
+        object.__setattr__(s, "_loops", found)
+    return found
+
+
+def _collect_loops(s: Stmt, path: Path, out: dict[Var, tuple[For, Path]]) -> None:
+    if isinstance(s, For):
+        out.setdefault(s.var, (s, path))
+        _collect_loops(s.body, path + (s,), out)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            _collect_loops(x, path, out)
 
 
 def blocks_under(s: Stmt) -> list[Block]:
@@ -176,15 +184,48 @@ def mutate(s: Stmt, pred: Callable[[Stmt], bool], fn: Callable[[Stmt], Stmt | No
 
 
 def replace_loop(func: PrimFunc, var: Var, fn: Callable[[For], Stmt | None]) -> PrimFunc:
-    body = mutate(func.body, lambda s: isinstance(s, For) and s.var is var,
-                  lambda s: fn(s))  # type: ignore[arg-type]
-    return func.with_body(body if body is not None else Seq(()))
+    """``func`` with loop ``var`` replaced by ``fn(loop)`` (None deletes it, and loops
+    left empty); ``func`` itself when there is no such loop."""
+    found = _loops(func.body).get(var)
+    if found is None:
+        return func
+    return _replace_at(func, found[0], found[1], fn)  # type: ignore[arg-type]
 
 
 def replace_block(func: PrimFunc, name: str, fn: Callable[[Block], Stmt | None]) -> PrimFunc:
-    body = mutate(func.body, lambda s: isinstance(s, Block) and s.name == name,
-                  lambda s: fn(s))  # type: ignore[arg-type]
-    return func.with_body(body if body is not None else Seq(()))
+    """``func`` with block ``name`` replaced by ``fn(block)``, as ``replace_loop``."""
+    for b, path in iter_blocks(func.body):
+        if b.name == name:
+            return _replace_at(func, b, path, fn)  # type: ignore[arg-type]
+    return func
+
+
+def _replace_at(func: PrimFunc, node: Stmt, path: Path, fn: Callable[[Stmt], Stmt | None]
+                ) -> PrimFunc:
+    # Rebuilds only the loops on the path to ``node``: a replay edits a tree some forty
+    # times, and walking all of it for each edit was a sixth of a convolution's proposals.
+    old, new = node, fn(node)
+    if new is old:
+        return func
+    for parent in reversed(path):
+        body = _swap(parent.body, old, new)
+        old, new = parent, None if body is None else replace(parent, body=body)
+    top = _swap(func.body, old, new)
+    return func.with_body(top if top is not None else Seq(()))
+
+
+def _swap(s: Stmt, old: Stmt, new: Stmt | None) -> Stmt | None:
+    """``s`` with its child ``old`` (directly or inside nested sequences) replaced by
+    ``new``; an emptied sequence is None."""
+    if s is old:
+        return new
+    if not isinstance(s, Seq):
+        raise AssertionError("a statement on the path does not contain the next one")
+    parts = [_swap(x, old, new) if x is old or isinstance(x, Seq) else x for x in s.stmts]
+    if all(p is x for p, x in zip(parts, s.stmts)):
+        return s
+    kept = [p for p in parts if p is not None]
+    return seq(kept) if kept else None
 
 
 def remove_block(func: PrimFunc, name: str) -> PrimFunc:

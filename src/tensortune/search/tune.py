@@ -120,7 +120,7 @@ class TuningTask:
     def __init__(self, func: PrimFunc, db: Database, target: Target, *,
                  strategy: str | SearchStrategy = "evolutionary", cost_model: Any = "lgbm",
                  space: Any = None, seed: int | None = None, name: str | None = None,
-                 rewrite: bool = True, early_stop: float = 2.0, prior: bool = True,
+                 rewrite: bool = True, early_stop: float = 1.5, prior: bool = True,
                  load_guard: bool = True, draw_workers: int = 0) -> None:
         if not isinstance(func, PrimFunc):
             raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
@@ -256,14 +256,15 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          cost_model: Any = "lgbm", space: Any = None, batch_size: int = 16,
          seed: int | None = None, timeout: float = 10.0, name: str | None = None,
          progress: Callable[[dict], None] | None = None, rewrite: bool = True,
-         early_stop: float = 2.0, retime_top: int = 5, prior: bool = True,
+         early_stop: float = 1.5, retime_top: int = 5, prior: bool = True,
          load_guard: bool = True, sched_variants: int = 3,
          draw_workers: int | None = None) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned.
     A candidate whose first timing is over ``early_stop`` times the best latency so far is
-    timed once, not ``repeat`` times (it cannot become the best). At the end the
+    timed once, not the runner's ``repeat`` times (to be the best its first timing would
+    have to read 1.5x slow, and the load guard keeps busy spells out of timings). At the end the
     ``retime_top`` fastest records are timed again in alternating rounds and each keeps
     its quietest timing (``TuningTask.retime``; 0 leaves them as measured).
     Before this run has measured anything, its cost model ranks candidates with a model

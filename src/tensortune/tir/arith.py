@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .expr import BinOp, Expr, FloatImm, IntImm, Not, Select, Var, as_int, is_float
-from .functor import free_vars, rewrite_expr
+from .functor import free_vars, map_children
 
 Ranges = dict[Var, tuple[int, int]]
 Affine = tuple[dict[Var, int], int]
@@ -300,8 +300,42 @@ def _fold(op: str, x: float, y: float) -> float:
 def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     """Fold constants, canonicalise affine index arithmetic, remove provably redundant
     division, modulo, min/max and comparisons."""
-    r = ranges or {}
-    return rewrite_expr(e, lambda x: _simplify_node(x, r))
+    return _simplify(e, ranges or {})
+
+
+def _simplify(e: Expr, r: Ranges) -> Expr:
+    # An affine tree's simplest form is its affine form, whatever the ranges: it is built
+    # at once instead of node by node from the leaves up (which rebuilt every level), and
+    # kept on the node, since lowering and the C emitter simplify the same indices again.
+    # The result is the one the node-by-node rewrite gives, term order included.
+    if isinstance(e, (Var, IntImm, FloatImm)):
+        return e
+    canon = e.__dict__.get("_canon")
+    if canon is not None:
+        return canon
+    aff = affine(e)
+    if aff is not None:
+        canon = from_affine(*aff)
+        if canon.__dict__.get("_affine", _UNSET) is _UNSET:
+            object.__setattr__(canon, "_affine", aff)
+        object.__setattr__(canon, "_canon", canon)
+        object.__setattr__(e, "_canon", canon)
+        return canon
+    # Any other tree depends on the ranges only through its own variables: kept per their
+    # ranges, since an expanded loop's copies share every subtree without its variable.
+    key = tuple([r.get(v) for v in free_vars(e)])
+    memo = e.__dict__.get("_simp")
+    if memo is None:
+        memo = {}
+        object.__setattr__(e, "_simp", memo)
+    out = memo.get(key)
+    if out is None:
+        new = map_children(e, _simplify, r)
+        out = _simplify_node(new, r)
+        if out is None:
+            out = new
+        memo[key] = out
+    return out
 
 
 def evaluate_grid(e: Expr, env: dict[Var, Any]) -> Any:

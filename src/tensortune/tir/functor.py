@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 from .expr import BinOp, BufferLoad, Call, Cast, Expr, Not, Reduce, Select, Var
 from .stmt import Allocate, Block, BufferStore, For, IfThenElse, Seq, Stmt
@@ -22,36 +23,43 @@ ExprFn = Callable[[Expr], Expr | None]
 
 def rewrite_expr(e: Expr, fn: ExprFn) -> Expr:
     """Post-order rewrite: children first, then ``fn`` on the rebuilt node (None keeps it)."""
-    if isinstance(e, BinOp):
-        a, b = rewrite_expr(e.a, fn), rewrite_expr(e.b, fn)
-        if a is not e.a or b is not e.b:
-            e = BinOp(e.op, a, b, e.dtype)
-    elif isinstance(e, Not):
-        a = rewrite_expr(e.a, fn)
-        if a is not e.a:
-            e = Not(a)
-    elif isinstance(e, Select):
-        c, t, f = rewrite_expr(e.cond, fn), rewrite_expr(e.t, fn), rewrite_expr(e.f, fn)
-        if c is not e.cond or t is not e.t or f is not e.f:
-            e = Select(c, t, f, e.dtype)
-    elif isinstance(e, Cast):
-        v = rewrite_expr(e.value, fn)
-        if v is not e.value:
-            e = Cast(e.dtype, v)
-    elif isinstance(e, Call):
-        args = tuple(rewrite_expr(a, fn) for a in e.args)
-        if any(x is not y for x, y in zip(args, e.args, strict=True)):
-            e = Call(e.name, args, e.dtype)
-    elif isinstance(e, BufferLoad):
-        idx = tuple(rewrite_expr(a, fn) for a in e.indices)
-        if any(x is not y for x, y in zip(idx, e.indices, strict=True)):
-            e = BufferLoad(e.buffer, idx)
-    elif isinstance(e, Reduce):
-        src = rewrite_expr(e.source, fn)
-        if src is not e.source:
-            e = Reduce(e.combiner, src, e.axes, e.dtype)
+    e = map_children(e, rewrite_expr, fn)
     out = fn(e)
     return e if out is None else out
+
+
+def map_children(e: Expr, f: Callable[..., Expr], *args: Any) -> Expr:
+    """``e`` with each child ``c`` replaced by ``f(c, *args)``: ``e`` itself when none
+    changed, else a new node of the same kind."""
+    if isinstance(e, BinOp):
+        a, b = f(e.a, *args), f(e.b, *args)
+        if a is not e.a or b is not e.b:
+            return BinOp(e.op, a, b, e.dtype)
+    elif isinstance(e, Not):
+        a = f(e.a, *args)
+        if a is not e.a:
+            return Not(a)
+    elif isinstance(e, Select):
+        c, t, fl = f(e.cond, *args), f(e.t, *args), f(e.f, *args)
+        if c is not e.cond or t is not e.t or fl is not e.f:
+            return Select(c, t, fl, e.dtype)
+    elif isinstance(e, Cast):
+        v = f(e.value, *args)
+        if v is not e.value:
+            return Cast(e.dtype, v)
+    elif isinstance(e, Call):
+        cargs = tuple(f(a, *args) for a in e.args)
+        if any(x is not y for x, y in zip(cargs, e.args, strict=True)):
+            return Call(e.name, cargs, e.dtype)
+    elif isinstance(e, BufferLoad):
+        idx = tuple(f(a, *args) for a in e.indices)
+        if any(x is not y for x, y in zip(idx, e.indices, strict=True)):
+            return BufferLoad(e.buffer, idx)
+    elif isinstance(e, Reduce):
+        src = f(e.source, *args)
+        if src is not e.source:
+            return Reduce(e.combiner, src, e.axes, e.dtype)
+    return e
 
 
 def substitute(e: Expr, vmap: dict[Var, Expr]) -> Expr:
