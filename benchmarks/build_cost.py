@@ -1,11 +1,16 @@
 """What a code-generation change costs gcc and the kernels: compile time and speed of the
-same random programs with lane loops for strided write-backs (``codegen.lane_loop``) and
-without them (each tile lane a statement of its own, as before 2026-11-26).
+same programs built two ways. By default: with lane loops for strided write-backs
+(``codegen.lane_loop``) and without them (each tile lane a statement of its own, as
+before 2026-11-26). With ``--flags``: the same C built with the target's gcc flags and
+with those flags added.
 
 Run: python benchmarks/build_cost.py [--workloads c2d,c3d] [--draws 20] [--rounds 5]
+     [--flags="-fno-tree-loop-vectorize"] [--db tuning.db --top 5]
 
 For each workload, ``--draws`` programs are drawn from its design spaces with a fixed
-seed; each one's C is generated both ways. Where the two differ, both are compiled in a
+seed, and with ``--db`` the ``--top`` fastest records of the workload in that database
+are added (the programs a search keeps, which random draws rarely are). Where the two
+builds differ, both are compiled in a
 fresh cache (gcc's user + system CPU time, read from the child's rusage), checked
 against the float64 reference and timed in ``--rounds`` rounds, the two versions of a
 program one after the other, which goes first alternating (each keeps its best median).
@@ -17,6 +22,7 @@ kernels' time after / before.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import resource
 import statistics
@@ -30,9 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensortune as tt  # noqa: E402
 from tensortune.codegen import Target, compile_source, emit_c, lower, simd  # noqa: E402
+from tensortune.database import Database  # noqa: E402
 from tensortune.measure.runner import LocalRunner, RunInput  # noqa: E402
 from tensortune.reference import evaluate, random_inputs  # noqa: E402
+from tensortune.search.records import replay  # noqa: E402
 from tensortune.search.search_strategy import SearchContext  # noqa: E402
+from tensortune.search.tune import tuned_func  # noqa: E402
 from tensortune.space import PostOrderApply  # noqa: E402
 
 CONVS = "c2d,c3d,grp,dil,convlayer,t2d,c1d,dep"
@@ -59,34 +68,55 @@ def gcc_seconds(source: str, target: Target, cache: Path) -> tuple[str, float]:
     return str(lib), (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+def programs(name: str, func: tt.PrimFunc, gen: PostOrderApply, target: Target,
+             draws: int, db: Database | None, top: int) -> list[tt.PrimFunc]:
+    """``draws`` seeded random programs of ``func``, then its ``top`` records in ``db``."""
+    spaces = gen.generate(func)
+    ctx = SearchContext(func, spaces, gen, set(), random.Random(0))
+    out = [c.sch.func for c in (ctx.draw(ctx.rng.randrange(len(spaces)))
+                                for _ in range(draws)) if c is not None]
+    if db is not None:
+        tuned = tuned_func(func, db, target)   # the rewritten form, if that was tuned
+        out += [replay(tuned, r).func
+                for r in db.top_k(tuned.structural_hash(), target.fingerprint(), top)]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default=CONVS)
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--flags", default="", help="gcc flags added for the 'after' build; "
+                    "without them, lane loops are what differs")
+    ap.add_argument("--db", default=None, help="a tuning database: its best records too")
+    ap.add_argument("--top", type=int, default=5)
     args = ap.parse_args()
     target = Target.host()
+    extra = tuple(args.flags.split())
+    after_target = dataclasses.replace(target, flags=target.flags + extra)
+    db = Database(args.db) if args.db else None
     gen = PostOrderApply.default(target)
-    print("workload  drawn  touched  gcc s before  gcc s after  time after/before (range)")
+    print("workload  programs  touched  gcc s before  gcc s after  time after/before (range)")
     for name in args.workloads.split(","):
         func = tt.workloads.get(name)
-        spaces = gen.generate(func)
-        ctx = SearchContext(func, spaces, gen, set(), random.Random(0))
-        cands = [ctx.draw(ctx.rng.randrange(len(spaces))) for _ in range(args.draws)]
+        progs = programs(name, func, gen, target, args.draws, db, args.top)
         x = random_inputs(func)
         want = evaluate(func, x)
         pairs, secs = [], ([], [])   # type: ignore[var-annotated]
         with tempfile.TemporaryDirectory() as tmp:
-            for c in cands:
-                if c is None:
-                    continue
-                before, after = sources(c.sch.func, target)
-                if before == after:
-                    continue
-                (lb, sb), (la, sa) = (gcc_seconds(s, target, Path(tmp)) for s in (before, after))
+            for f in progs:
+                if extra:
+                    before = after = emit_c(lower(f), target)
+                else:
+                    before, after = sources(f, target)
+                    if before == after:
+                        continue
+                (lb, sb), (la, sa) = (gcc_seconds(s, t, Path(tmp)) for s, t in
+                                      ((before, target), (after, after_target)))
                 secs[0].append(sb)
                 secs[1].append(sa)
-                pairs.append((c.sch.func, lb, la))
+                pairs.append((f, lb, la))
             best = [[float("inf")] * 2 for _ in pairs]
             with LocalRunner() as runner:
                 for rnd in range(args.rounds):
@@ -99,15 +129,18 @@ def main() -> None:
                             if not r.ok:
                                 raise SystemExit(f"{name}: {lib} failed: {r.error_msg}")
                             best[i][j] = min(best[i][j], statistics.median(r.latencies))
-        drawn = sum(c is not None for c in cands)
         if not pairs:
-            print(f"{name:9s} {drawn:5d}  {0:7d}")
+            print(f"{name:9s} {len(progs):8d}  {0:7d}")
             continue
         ratio = [a / b for b, a in best]
-        print(f"{name:9s} {drawn:5d}  {len(pairs):7d}  {statistics.mean(secs[0]):12.3f}  "
+        tops = ""
+        if db is not None and args.top:
+            k = min(args.top, len(ratio))
+            tops = "  best records: " + " ".join(f"{r:.3f}" for r in ratio[-k:])
+        print(f"{name:9s} {len(progs):8d}  {len(pairs):7d}  {statistics.mean(secs[0]):12.3f}  "
               f"{statistics.mean(secs[1]):11.3f}  "
               f"{float(np.exp(np.mean(np.log(ratio)))):.3f} "
-              f"({min(ratio):.3f}-{max(ratio):.3f})", flush=True)
+              f"({min(ratio):.3f}-{max(ratio):.3f}){tops}", flush=True)
 
 
 if __name__ == "__main__":

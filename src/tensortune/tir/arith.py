@@ -321,21 +321,25 @@ def _simplify(e: Expr, r: Ranges) -> Expr:
         object.__setattr__(canon, "_canon", canon)
         object.__setattr__(e, "_canon", canon)
         return canon
-    # Any other tree depends on the ranges only through its own variables: kept per their
-    # ranges, since an expanded loop's copies share every subtree without its variable.
-    key = tuple([r.get(v) for v in free_vars(e)])
+    # Any other tree depends on the ranges only through its own variables: its answers are
+    # kept per their ranges, since an expanded loop's copies share every subtree without
+    # its variable. From the second visit on: most trees a schedule primitive simplifies
+    # are new and seen once, and finding their variables cost more than it saved.
     memo = e.__dict__.get("_simp")
     if memo is None:
-        memo = {}
-        object.__setattr__(e, "_simp", memo)
+        object.__setattr__(e, "_simp", {})
+        return _simplify_children(e, r)
+    key = tuple([r.get(v) for v in free_vars(e)])
     out = memo.get(key)
     if out is None:
-        new = map_children(e, _simplify, r)
-        out = _simplify_node(new, r)
-        if out is None:
-            out = new
-        memo[key] = out
+        out = memo[key] = _simplify_children(e, r)
     return out
+
+
+def _simplify_children(e: Expr, r: Ranges) -> Expr:
+    new = map_children(e, _simplify, r)
+    out = _simplify_node(new, r)
+    return new if out is None else out
 
 
 def evaluate_grid(e: Expr, env: dict[Var, Any]) -> Any:
