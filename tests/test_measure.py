@@ -118,6 +118,38 @@ def test_early_stop_times_a_slow_candidate_once(data):
     assert stopped.ok and len(stopped.latencies) == 1 and stopped.latencies[0] > 1e-12
 
 
+COUNTED = """static long tt_calls_made;
+long tt_calls(void) { return tt_calls_made; }
+""" + _kernel(GOOD.replace("for (int i = 0; i < 16", """++tt_calls_made;
+  struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
+  do clock_gettime(CLOCK_MONOTONIC, &t1);   /* 2 ms a call: one call per 1 ms timing */
+  while ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6 < 2.0);
+  for (int i = 0; i < 16""", 1))
+
+
+@pytest.mark.parametrize("cutoff,calls,timings", [(10.0, 5, 3), (1e-12, 3, 1), (None, 5, 3)])
+def test_timing_makes_no_call_it_does_not_need(data, cutoff, calls, timings):
+    """The worker runs a candidate once to check it; the timing loop then spends one call
+    picking the calls per timing and no warm-up of its own, and the timings after an
+    early-stop probe keep the probe's calls per timing. Counted in this process by
+    running the worker's own function on the library."""
+    import ctypes
+
+    from tensortune.measure.worker import run_one
+
+    ins, exp = data
+    lib = LocalBuilder().build([BuildInput(FUNC, COUNTED)])[0].lib_path
+    counter = ctypes.CDLL(lib).tt_calls
+    counter.restype = ctypes.c_long
+    msg = {"key": "k", "lib_path": lib, "out_specs": [((16, 16), "float32")],
+           "inputs": ins, "expected": exp, "repeat": 3, "min_repeat_s": 1e-3,
+           "flush_bytes": 0, "cutoff": cutoff}
+    before = counter()
+    reply = run_one(msg, {})
+    assert len(reply["latencies"]) == timings and min(reply["latencies"]) >= 1.9e-3
+    assert counter() - before == calls
+
+
 def test_probe_skips_the_check_for_itself_only(data):
     # The load guard's probe times a kernel without checking it; the arrays it sends to a
     # fresh worker must still carry the expected output for the candidates after it.

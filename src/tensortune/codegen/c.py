@@ -91,20 +91,21 @@ TIMER = r"""
 static double tt_now(void) {
   struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * t.tv_nsec; }
-/* Times tt_packed: one discarded warm-up call, then `repeat` timings of `number` calls
-   each; number = 0 picks it so one repeat lasts at least min_repeat_s. flush > 0 writes
-   `flush` bytes before each repeat to evict the caches. Returns number used. */
+/* Times tt_packed, which the caller has run once already (the warm-up): `repeat` timings
+   of `number` calls each; number = 0 picks it from one more call so one repeat lasts at
+   least min_repeat_s. flush > 0 writes `flush` bytes before each repeat to evict the
+   caches. Returns the number used, -1 if the kernel failed. */
 int tt_time(void** args, int number, int repeat, double min_repeat_s, long flush, double* out) {
-  char* junk = flush > 0 ? (char*)malloc((size_t)flush) : NULL;
-  double t0 = tt_now();
-  if (tt_packed(args) != 0) return -1;
-  double once = tt_now() - t0;
+  double t0;
   if (number <= 0) {
-    t0 = tt_now(); tt_packed(args); once = tt_now() - t0;
+    t0 = tt_now();
+    if (tt_packed(args) != 0) return -1;
+    double once = tt_now() - t0;
     number = once > 0 ? (int)ceil(min_repeat_s / once) : 1000;
     if (number < 1) number = 1;
     if (number > 100000) number = 100000;
   }
+  char* junk = flush > 0 ? (char*)malloc((size_t)flush) : NULL;
   for (int r = 0; r < repeat; ++r) {
     if (junk) memset(junk, r + 1, (size_t)flush);
     t0 = tt_now();
