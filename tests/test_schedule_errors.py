@@ -322,3 +322,22 @@ def test_compute_location_outside_a_loop():
     d_pack = d.cache_read(d.get_block("C"), 1, "global")
     lone = d.get_loops(d_pack)[0]                       # a loop of the copy, not of C
     _raises(d, lambda: d.sample_compute_location(d_pack, lone), "does not enclose block C")
+
+
+@pytest.mark.parametrize("n,ok", [(4, True), (5, False), (4, True), (3, True), (5, False)])
+def test_transform_layout_refuses_a_map_that_is_not_injective(n, ok):
+    """``a0 * 4 + a1`` packs rows of at most 4 without overlap. The same map text is asked
+    of other shapes in turn (the injectivity check is kept per map text and shape): each
+    shape gets its own answer, and a refused map leaves the program unchanged."""
+    func = tt.workloads.get("gmm", M=3, N=n, K=2)
+    sch = tt.Schedule(func)
+    blk = sch.get_block("C")
+    sch.cache_write(blk, 0, "local")
+    fn = lambda: sch.transform_layout(blk, "C_local", "lambda a0, a1: (a0 * 4 + a1,)")  # noqa: E731
+    if not ok:
+        _raises(sch, fn, r"transform_layout\(C_local\): the index map sends two elements "
+                         r"of C_local to the same place")
+        return
+    fn()
+    x = random_inputs(sch.func)
+    check_close(tt.build(sch)(*x), evaluate(func, x)[0])

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ScheduleError, check
 from ..tir.arith import bound, simplify
 from ..tir.expr import BufferLoad, Expr, Var
-from ..tir.functor import retarget, substitute
+from ..tir.functor import free_vars, retarget, substitute
 from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Stmt
 from .tree import (
     find_block,
@@ -112,6 +112,37 @@ def _eval_index(e: Expr, env: dict) -> np.ndarray:
     return np.asarray(eval_expr(e, env, {}))
 
 
+# Whether an index map is injective over a shape, by the map's printed form: a trace's
+# replay asks it of the same map again and again, and on GMM's packed 1024 x 1024 panel
+# the check was three quarters of a draw's time.
+_INJECTIVE: dict[tuple, bool] = {}
+
+
+def _injective(shape: tuple[int, ...], params: list[Var], results: list[Expr],
+               out_shape: tuple[int, ...]) -> bool:
+    names = tuple(p.name for p in params)
+    key = None
+    if len(set(names)) == len(names) and all(
+            free_vars(r) <= set(params) for r in results):
+        key = (shape, names, tuple(str(r) for r in results))
+        if key in _INJECTIVE:
+            return _INJECTIVE[key]
+    env = {p: np.arange(n).reshape([-1 if i == d else 1 for i in range(len(params))])
+           for d, (p, n) in enumerate(zip(params, shape))}
+    flat = np.zeros(shape, dtype=np.int64)
+    for r, n in zip(results, out_shape):
+        flat = flat * n + np.broadcast_to(_eval_index(r, env), shape)
+    # Injective iff no two elements land on one place: a bitmap, linear time.
+    seen = np.zeros(math.prod(out_shape), dtype=bool)
+    seen[flat.ravel()] = True
+    ok = int(seen.sum()) == flat.size
+    if key is not None:
+        if len(_INJECTIVE) > 4096:
+            _INJECTIVE.clear()
+        _INJECTIVE[key] = ok
+    return ok
+
+
 def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],
                      results: list[Expr]) -> PrimFunc:
     """Store intermediate ``buf`` in a new layout given by an injective index map; every
@@ -141,15 +172,7 @@ def transform_layout(func: PrimFunc, buf: Buffer, params: list[Var],
         shape.append(b[1] + 1)
     is_permutation = sorted(map(id, results)) == sorted(map(id, params))
     if not is_permutation and math.prod(buf.shape) <= 1 << 24:
-        env = {p: np.arange(n).reshape([-1 if i == d else 1 for i in range(len(params))])
-               for d, (p, n) in enumerate(zip(params, buf.shape))}
-        flat = np.zeros(buf.shape, dtype=np.int64)
-        for r, n in zip(results, shape):
-            flat = flat * n + np.broadcast_to(_eval_index(r, env), buf.shape)
-        # Injective iff no two elements land on one place: a bitmap, linear time.
-        seen = np.zeros(math.prod(shape), dtype=bool)
-        seen[flat.ravel()] = True
-        check(int(seen.sum()) == flat.size,
+        check(_injective(buf.shape, params, results, tuple(shape)),
               f"{what}: the index map sends two elements of {buf.name} to the same place")
     new = Buffer(buf.name, tuple(shape), buf.dtype, buf.scope, buf.align)
 
