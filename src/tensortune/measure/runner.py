@@ -55,9 +55,9 @@ class LocalRunner:
     loaded into a process cannot be unloaded reliably). Each candidate is timed ``repeat``
     times, each timing a loop of at least ``min_repeat_ms``. Three, not five: the five
     timings of a candidate were within 3-4% of each other (median max/min) on C2D, C3D and
-    GMM, and a 64-trial run tuned 1.13-1.29x more trials per second with three and a
-    tighter early stop at the same best speed (RESULTS.md); the best few are timed again
-    in rounds at the end of a run anyway."""
+    GMM, and 64-trial runs tuned 1.12-1.32x more trials per second with three and a
+    tighter early stop, their best found no further apart than two seeds' (RESULTS.md);
+    the best few are timed again in rounds at the end of a run anyway."""
 
     def __init__(self, timeout: float = 10.0, repeat: int = 3, min_repeat_ms: float = 20.0,
                  flush_cache: bool = False, check: bool = True, recycle: int = 256) -> None:
