@@ -69,15 +69,16 @@ def gcc_seconds(source: str, target: Target, cache: Path) -> tuple[str, float]:
 
 
 def programs(name: str, func: tt.PrimFunc, gen: PostOrderApply, target: Target,
-             draws: int, db: Database | None, top: int) -> list[tt.PrimFunc]:
-    """``draws`` seeded random programs of ``func``, then its ``top`` records in ``db``."""
+             draws: int, db: Database | None, top: int) -> list[tuple[tt.PrimFunc, bool]]:
+    """``draws`` seeded random programs of ``func``, then its ``top`` records in ``db``;
+    each with whether it is such a record."""
     spaces = gen.generate(func)
     ctx = SearchContext(func, spaces, gen, set(), random.Random(0))
-    out = [c.sch.func for c in (ctx.draw(ctx.rng.randrange(len(spaces)))
-                                for _ in range(draws)) if c is not None]
+    out = [(c.sch.func, False) for c in (ctx.draw(ctx.rng.randrange(len(spaces)))
+                                         for _ in range(draws)) if c is not None]
     if db is not None:
         tuned = tuned_func(func, db, target)   # the rewritten form, if that was tuned
-        out += [replay(tuned, r).func
+        out += [(replay(tuned, r).func, True)
                 for r in db.top_k(tuned.structural_hash(), target.fingerprint(), top)]
     return out
 
@@ -105,7 +106,7 @@ def main() -> None:
         want = evaluate(func, x)
         pairs, secs = [], ([], [])   # type: ignore[var-annotated]
         with tempfile.TemporaryDirectory() as tmp:
-            for f in progs:
+            for f, stored in progs:
                 if extra:
                     before = after = emit_c(lower(f), target)
                 else:
@@ -116,11 +117,11 @@ def main() -> None:
                                       ((before, target), (after, after_target)))
                 secs[0].append(sb)
                 secs[1].append(sa)
-                pairs.append((f, lb, la))
+                pairs.append((f, lb, la, stored))
             best = [[float("inf")] * 2 for _ in pairs]
             with LocalRunner() as runner:
                 for rnd in range(args.rounds):
-                    for i, (f, lb, la) in enumerate(pairs):
+                    for i, (f, lb, la, _) in enumerate(pairs):
                         # Who goes first alternates: a pair's first timing read up to
                         # 1.25x slow in one order and level in the other (RESULTS.md).
                         order = [(0, lb), (1, la)]
@@ -134,9 +135,9 @@ def main() -> None:
             continue
         ratio = [a / b for b, a in best]
         tops = ""
-        if db is not None and args.top:
-            k = min(args.top, len(ratio))
-            tops = "  best records: " + " ".join(f"{r:.3f}" for r in ratio[-k:])
+        if db is not None:
+            tops = "  best records: " + " ".join(
+                f"{r:.3f}" for r, p in zip(ratio, pairs) if p[3])
         print(f"{name:9s} {len(progs):8d}  {len(pairs):7d}  {statistics.mean(secs[0]):12.3f}  "
               f"{statistics.mean(secs[1]):11.3f}  "
               f"{float(np.exp(np.mean(np.log(ratio)))):.3f} "
