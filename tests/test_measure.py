@@ -127,12 +127,14 @@ long tt_calls(void) { return tt_calls_made; }
   for (int i = 0; i < 16""", 1))
 
 
-@pytest.mark.parametrize("cutoff,calls,timings", [(10.0, 5, 3), (1e-12, 3, 1), (None, 5, 3)])
+@pytest.mark.parametrize("cutoff,calls,timings",
+                         [(10.0, 4, 3), (1.9e-3, 2, 1), (1e-12, 1, 1), (None, 4, 3)])
 def test_timing_makes_no_call_it_does_not_need(data, cutoff, calls, timings):
-    """The worker runs a candidate once to check it; the timing loop then spends one call
-    picking the calls per timing and no warm-up of its own, and the timings after an
-    early-stop probe keep the probe's calls per timing. Counted in this process by
-    running the worker's own function on the library."""
+    """The worker runs a candidate once to check it. That call (2 ms, over 1 ms) picks
+    the calls per timing, one here, and the timing loop makes no warm-up of its own; the
+    timings after an early-stop probe keep the probe's calls per timing; a checking call
+    over twice the cutoff is the only timing. Counted in this process by running the
+    worker's own function on the library."""
     import ctypes
 
     from tensortune.measure.worker import run_one
@@ -148,6 +150,29 @@ def test_timing_makes_no_call_it_does_not_need(data, cutoff, calls, timings):
     reply = run_one(msg, {})
     assert len(reply["latencies"]) == timings and min(reply["latencies"]) >= 1.9e-3
     assert counter() - before == calls
+
+
+def test_calls_per_timing_are_calibrated_below_a_millisecond_and_known_for_a_probe(data):
+    import ctypes
+
+    from tensortune.measure.worker import run_one
+
+    ins, exp = data
+    fast_src = COUNTED.replace("while ((t1.tv_sec", "while (0 && (t1.tv_sec")
+    counted, fast = (b.lib_path for b in LocalBuilder().build(
+        [BuildInput(FUNC, COUNTED), BuildInput(FUNC, fast_src)]))
+    counter, fast_counter = ctypes.CDLL(counted).tt_calls, ctypes.CDLL(fast).tt_calls
+    counter.restype = fast_counter.restype = ctypes.c_long
+    base = {"key": "k", "out_specs": [((16, 16), "float32")], "inputs": ins, "expected": exp,
+            "repeat": 1, "min_repeat_s": 5e-3, "flush_bytes": 0, "cutoff": None}
+    before = counter()
+    reply = run_one({**base, "lib_path": counted, "check": False, "number": 2}, {})
+    assert counter() - before == 2 and min(reply["latencies"]) >= 1.9e-3   # no other call
+    # A 16 x 16 matmul's checking call lasts microseconds: calibrated in C, so a 5 ms
+    # timing makes many calls (a timing of one call would read the call's overhead).
+    reply = run_one({**base, "lib_path": fast}, {})
+    assert len(reply["latencies"]) == 1 and 0 < reply["latencies"][0] < 1e-3
+    assert fast_counter() > 10
 
 
 def test_probe_skips_the_check_for_itself_only(data):
@@ -170,7 +195,7 @@ class _ScriptedRunner:
     def __init__(self, readings: list[float]) -> None:
         self.readings, self.calls = readings, 0
 
-    def probe(self, inp, min_repeat_ms=5.0):
+    def probe(self, inp, min_repeat_ms=5.0, number=0):
         self.calls += 1
         return self.readings[min(self.calls, len(self.readings)) - 1]
 

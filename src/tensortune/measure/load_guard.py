@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -68,8 +69,11 @@ class LoadGuard:
         # A slow reading is read again at once: an interrupt or a page fault slows one
         # 5 ms reading, a busy spell slows both.
         assert self._ref is not None
-        t = runner.probe(self._ref, self.probe_ms)
+        # The calls per reading follow from the quiet time: no calibrating call (a GMM
+        # reference runs 9.5 ms a call).
+        number = max(1, math.ceil(self.probe_ms / 1000.0 / self._quiet))
+        t = runner.probe(self._ref, self.probe_ms, number)
         if t is not None and t > self.threshold * self._quiet:
-            again = runner.probe(self._ref, self.probe_ms)
+            again = runner.probe(self._ref, self.probe_ms, number)
             t = None if again is None else min(t, again)
         return t

@@ -103,11 +103,14 @@ class LocalRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def probe(self, inp: RunInput, min_repeat_ms: float = 5.0) -> float | None:
+    def probe(self, inp: RunInput, min_repeat_ms: float = 5.0, number: int = 0
+              ) -> float | None:
         """One short timing of a kernel already checked (seconds per call; None if it
-        failed): ``LoadGuard``'s reading of how busy the machine is."""
+        failed): ``LoadGuard``'s reading of how busy the machine is. With ``number`` (calls
+        per timing, from a known latency) the kernel is called only that many times;
+        without, once more to pick it."""
         r = self._one(inp, {"repeat": 1, "min_repeat_s": min_repeat_ms / 1000.0,
-                            "cutoff": None, "check": False})
+                            "cutoff": None, "check": False, "number": number})
         return r.latencies[0] if r.ok and r.latencies else None
 
     def _one(self, inp: RunInput, override: dict[str, Any] | None = None) -> RunResult:

@@ -6,9 +6,22 @@ tuner down; it only ever receives plain data over a pipe.
 from __future__ import annotations
 
 import ctypes
+import math
+import time
 from typing import Any
 
 import numpy as np
+
+# A candidate whose checking call alone took over COLD_STOP times the early-stop cutoff
+# is not timed at all: that call is its one timing. A first call is slower than the
+# warm ones by its page faults and cold caches, a few milliseconds at most here, so a
+# kernel this slow cannot be near the best; a C2D search's slowest candidates ran for
+# over a second a call, and each such made three calls.
+COLD_STOP = 2.0
+# The checking call's time picks the calls per timing when it lasts at least this long
+# (seconds); a shorter one is dominated by the call's own overhead and cold caches, and
+# ``tt_time`` calibrates with a call of its own (a cheap one, at that length).
+CALIBRATED_BY_CHECK = 1e-3
 
 
 def _time(lib: Any, args: Any, repeat: int, min_repeat_s: float, flush: int,
@@ -48,9 +61,19 @@ def run_one(msg: dict, cache: dict) -> dict:
     fn = lib.tt_packed
     fn.argtypes = [ctypes.c_void_p]
     fn.restype = ctypes.c_int32
+    number = int(msg.get("number") or 0)
+    check = expected is not None and msg.get("check", True)
+    if number and not check:
+        # A probe of a kernel checked before, with its calls per timing known (the load
+        # guard's reference): no call beyond the timing's own.
+        lat, _ = _time(lib, args, msg["repeat"], msg["min_repeat_s"], msg["flush_bytes"],
+                       number)
+        return {"latencies": lat}
+    t0 = time.perf_counter()
     if fn(args) != 0:
         return {"error_kind": "runtime_error", "error_msg": "kernel returned non-zero"}
-    if expected is not None and msg.get("check", True):
+    first = time.perf_counter() - t0
+    if check:
         for i, (o, ref) in enumerate(zip(outs, expected)):
             try:
                 check_close(o, ref, f"output {i}")
@@ -58,18 +81,22 @@ def run_one(msg: dict, cache: dict) -> dict:
                 kind = "non_finite" if "non-finite" in str(e) else "wrong_result"
                 return {"error_kind": kind, "error_msg": str(e)}
     cutoff = msg.get("cutoff")
+    if cutoff is not None and first > COLD_STOP * cutoff:
+        return {"latencies": [first]}
+    if not number and first >= CALIBRATED_BY_CHECK:
+        number = min(100000, max(1, math.ceil(msg["min_repeat_s"] / first)))
     if cutoff is not None:
         # One repeat first: a candidate far slower than the best so far needs no precise
         # figure, and most candidates of a search are such (tinygrad's early stop).
-        first, number = _time(lib, args, 1, msg["min_repeat_s"], msg["flush_bytes"])
-        if first[0] > cutoff or msg["repeat"] == 1:
-            return {"latencies": first}
+        probe, number = _time(lib, args, 1, msg["min_repeat_s"], msg["flush_bytes"], number)
+        if probe[0] > cutoff or msg["repeat"] == 1:
+            return {"latencies": probe}
         # The probe counts as the first repeat; the rest keep its calls per timing (no
         # second calibration: a GMM kernel's timing made 14 calls where 11 do).
         rest, _ = _time(lib, args, msg["repeat"] - 1, msg["min_repeat_s"], msg["flush_bytes"],
                         number)
-        return {"latencies": first + rest}
-    lat, _ = _time(lib, args, msg["repeat"], msg["min_repeat_s"], msg["flush_bytes"])
+        return {"latencies": probe + rest}
+    lat, _ = _time(lib, args, msg["repeat"], msg["min_repeat_s"], msg["flush_bytes"], number)
     return {"latencies": lat}
 
 
