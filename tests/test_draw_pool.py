@@ -10,6 +10,7 @@ import pytest
 import tensortune as tt
 from tensortune.cost_model.cost_model import RandomModel
 from tensortune.database import Database
+from tensortune.measure import LocalBuilder, LocalRunner
 from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.search import EvolutionarySearch, SearchContext
 from tensortune.search.draw_pool import DrawPool, PoolError
@@ -113,3 +114,36 @@ def test_a_space_that_cannot_be_pickled_is_drawn_here(tmp_path):
     task = TuningTask(FUNC, Database(tmp_path / "t.db"), tt.Target.host(), space=space,
                       draw_workers=2, load_guard=False)
     assert task.strategy.ctx.pool is None
+
+
+def test_the_workers_write_the_c_written_here():
+    from tensortune.codegen import emit_c, lower
+
+    target = tt.Target.host()
+    with DrawPool(FUNC, SPACES, GEN.postprocs, workers=2) as pool:
+        cands = _propose(ReplayTrace(), pool, 7, 5)
+        emitted = pool.emit([c.trace_json for c in cands] + ["not a trace"], target)
+    assert len(emitted) == 6
+    for c, (source, error, seconds) in zip(cands, emitted):
+        assert error is None and seconds > 0
+        assert source == emit_c(lower(c.sch.func), target)
+    source, error, _ = emitted[-1]
+    assert source is None and "malformed trace JSON" in error
+
+
+def test_a_candidate_whose_c_fails_in_a_worker_is_a_codegen_record(tmp_path):
+    task = TuningTask(FUNC, Database(tmp_path / "t.db"), tt.Target.host(), seed=3,
+                      draw_workers=2, load_guard=False)
+    try:
+        batch = task.strategy.generate(3)
+        batch[1].trace_json = batch[1].trace_json.replace('"split"', '"no_such_primitive"')
+        with LocalRunner() as runner:
+            recs = task._measure(LocalBuilder(task.target), runner, batch, None)
+    finally:
+        task.close()
+    assert [r.error_kind for r in recs] == [None, "codegen", None]
+    assert "no_such_primitive" in recs[1].error_msg
+    # The records keep the traces the workers drew, and those replay to the programs.
+    for c, r in zip([batch[0], batch[2]], [recs[0], recs[2]]):
+        assert r.trace == c.trace_json
+        assert tt.Schedule.from_trace(task.func, r.trace).func.structural_hash() == c.program

@@ -84,6 +84,19 @@ def test_build_cache_and_parallel_builds():
     assert again.lib_path == b.lib_path
 
 
+def test_given_sources_build_longest_first_and_come_back_in_order(monkeypatch):
+    srcs = [_kernel(GOOD), _kernel(GOOD + "\n" + "/* padding */\n" * 50), "not C",
+            _kernel(GOOD + " /* x */")]
+    builder = LocalBuilder(max_workers=1)
+    started = []
+    one = builder._one
+    monkeypatch.setattr(builder, "_one", lambda inp: started.append(inp.source) or one(inp))
+    built = builder.build([BuildInput(FUNC, s) for s in srcs])
+    assert started == sorted(srcs, key=len, reverse=True)
+    assert [b.source for b in built] == srcs
+    assert [b.ok for b in built] == [True, True, False, True]
+
+
 def test_measure_checks_a_schedule():
     sch = tt.Schedule(FUNC)
     _, j, _ = sch.get_loops(sch.get_block("C"))

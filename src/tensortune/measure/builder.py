@@ -82,7 +82,15 @@ class LocalBuilder:
         return BuildResult(str(lib), source, time.perf_counter() - t0)
 
     def build(self, inputs: list[BuildInput]) -> list[BuildResult]:
+        """The results of ``inputs``, in order. When every source is given, the longest go
+        to the compiler first: a long build left for last keeps one core busy while the
+        others wait (gcc took 0.13-1.5 s over one C2D run's sources, roughly with their
+        length)."""
         if len(inputs) <= 1:
             return [self._one(x) for x in inputs]
+        order = list(range(len(inputs)))
+        if all(x.source is not None for x in inputs):
+            order.sort(key=lambda i: -len(inputs[i].source or ""))
         with ThreadPoolExecutor(self.max_workers) as pool:
-            return list(pool.map(self._one, inputs))
+            done = dict(zip(order, pool.map(self._one, [inputs[i] for i in order])))
+        return [done[i] for i in range(len(inputs))]

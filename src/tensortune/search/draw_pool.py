@@ -14,28 +14,39 @@ The workers are plain interpreters running ``draw_worker``, as the runner's are
 post-processors cannot be pickled (a user's template with a closure) is drawn in the
 caller instead.
 
+The workers also write the C of the candidates chosen for measurement (``emit``): the
+tuner then never replays them, and only gcc runs beside it while a batch builds (the
+Python lowering of a batch, 4-5 s of a 64-trial C2D run, held the interpreter lock in
+the builder's threads, one core at a time).
+
 Example:
     >>> with DrawPool(func, spaces, gen.postprocs, workers=2) as pool:
     ...     results = pool.draw([(0, {}, [], 7), (0, {3: [4, 8]}, [], 8)])
+    ...     [(source, error, seconds)] = pool.emit([results[0].trace_json], Target.host())
 """
 
 from __future__ import annotations
 
 import pickle
 import subprocess
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
+from ..codegen import Target, emit_c, lower
 from ..measure.process import spawn
 from ..schedule import Schedule, Trace
 from ..space import Postproc, sample
 from ..tir.stmt import PrimFunc
+from ..tir.verify import verify
 
 # (design space, decisions by instruction index, post-processor decisions, seed)
 Request = tuple[int, dict[int, Any], list[Any], int]
+# A candidate's C, or None and why not, and the seconds its code generation took.
+Emitted = tuple[str | None, str | None, float]
 
 
 @dataclass(frozen=True)
@@ -79,25 +90,35 @@ class DrawPool:
     def draw(self, requests: list[Request]) -> list[Drawn | None]:
         """The candidates of ``requests``, in order; None where a drawn decision made a
         primitive illegal. Raises ``PoolError`` if a worker is gone (the pool is closed)."""
-        if not requests:
+        return self._ask(requests, lambda share: share, "drawing a candidate")
+
+    def emit(self, traces: list[str], target: Target) -> list[Emitted]:
+        """The C of each trace (JSON, of this pool's function) for ``target``, written in
+        the workers; a trace whose program fails to verify or lower comes back as None
+        with the error. Raises ``PoolError`` if a worker is gone."""
+        return self._ask(traces, lambda share: {"emit": share, "target": target},
+                         "writing a candidate's C")
+
+    def _ask(self, items: list[Any], message: Any, what: str) -> list[Any]:
+        if not items:
             return []
         self.start()
         n = len(self._conns)
         # Contiguous shares keep a parent's mutants together, where a worker's replay
         # cache most often resumes from a shared prefix.
-        size = -(-len(requests) // n)
-        shares = [requests[i:i + size] for i in range(0, len(requests), size)]
+        size = -(-len(items) // n)
+        shares = [items[i:i + size] for i in range(0, len(items), size)]
         try:
             for conn, share in zip(self._conns, shares):
-                conn.send(share)
+                conn.send(message(share))
             replies = [conn.recv() for conn in self._conns[:len(shares)]]
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError) as e:
             self.close()
             raise PoolError(f"a draw worker stopped: {e}") from e
-        out: list[Drawn | None] = []
+        out: list[Any] = []
         for reply in replies:
             if isinstance(reply, str):   # an exception other than an illegal decision
-                raise RuntimeError(f"drawing a candidate in a worker failed: {reply}")
+                raise RuntimeError(f"{what} in a worker failed: {reply}")
             out += reply
         return out
 
@@ -151,3 +172,15 @@ def draw_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], req
     sch, own, rest = got
     return Drawn(own, rest, sch.func.structural_hash(), extract(sch.func),
                  sch.trace.as_json())
+
+
+def emit_one(func: PrimFunc, trace_json: str, target: Target) -> Emitted:
+    """The C of ``func`` scheduled by ``trace_json`` (the worker's side of ``emit``); a
+    failure is a value, as the builder's own code generation makes it."""
+    t0 = time.perf_counter()
+    try:
+        sch = Schedule.from_trace(func, trace_json, verify=False)
+        verify(sch.func)
+        return emit_c(lower(sch.func), target), None, time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - a failing candidate is a value
+        return None, f"{type(e).__name__}: {e}", time.perf_counter() - t0

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pickle
 import sys
 from multiprocessing.connection import Connection
+from typing import Any
 
-from .draw_pool import draw_one
+from .draw_pool import draw_one, emit_one
 
 
 def worker_main(conn: Connection) -> None:
@@ -19,9 +20,14 @@ def worker_main(conn: Connection) -> None:
 
     func, spaces, postprocs = pickle.loads(conn.recv_bytes())
     cache = ReplayCache()
+
+    def handle(msg: Any) -> list[Any]:
+        if isinstance(msg, dict):   # the C of traces chosen for measurement
+            return [emit_one(func, t, msg["target"]) for t in msg["emit"]]
+        return [draw_one(func, spaces, postprocs, r, cache) for r in msg]
+
     # An exception other than an illegal decision goes back as text; the caller raises it.
-    serve(conn, lambda msg: [draw_one(func, spaces, postprocs, r, cache) for r in msg],
-          lambda e: f"{type(e).__name__}: {e}")
+    serve(conn, handle, lambda e: f"{type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":

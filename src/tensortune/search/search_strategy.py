@@ -18,12 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..codegen import Target
 from ..database import TuningRecord
 from ..schedule import Schedule, Trace
 from ..space import ReplayCache
 from ..space.space_generator import SpaceGenerator
 from ..tir.stmt import PrimFunc
-from .draw_pool import DrawPool, PoolError, replay_draw
+from .draw_pool import DrawPool, Emitted, PoolError, replay_draw
 
 
 @dataclass
@@ -113,6 +114,18 @@ class SearchContext:
                                   g.trace_json, self.func)
                         for (s, _, _, _), g in zip(seeded, got)]
         return [self._drawn(s, d, p, seed) for s, d, p, seed in seeded]
+
+    def emit(self, cands: Sequence[Candidate], target: Target) -> list[Emitted] | None:
+        """The C of ``cands``, written in the pool's workers from their traces; None when
+        there is no pool or a candidate was drawn here (its program is at hand)."""
+        if self.pool is None or not cands or any(c._sch is not None for c in cands):
+            return None
+        try:
+            return self.pool.emit([c.trace_json for c in cands], target)
+        except PoolError as e:
+            warnings.warn(f"{e}; drawing candidates in this process from now on", stacklevel=2)
+            self.pool = None
+            return None
 
 
 def niche(space: Trace, index: int, decisions: dict[int, Any]) -> tuple[Any, ...]:

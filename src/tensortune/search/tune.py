@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 import warnings
@@ -29,7 +30,7 @@ from ..cost_model.prior import prior_model
 from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
-from ..measure import BuildInput, LoadGuard, LocalBuilder, LocalRunner, RunInput
+from ..measure import BuildInput, BuildResult, LoadGuard, LocalBuilder, LocalRunner, RunInput
 from ..reference import CheckError, check_close, evaluate, random_inputs
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
@@ -173,7 +174,7 @@ class TuningTask:
     def _measure(self, builder: LocalBuilder, runner: LocalRunner, batch: list[Candidate],
                  progress: Callable[[TuningRecord], None] | None) -> list[TuningRecord]:
         """Build, check and time ``batch``; each record is stored as soon as it exists."""
-        built = builder.build([BuildInput(c.sch.func) for c in batch])
+        built = self._build(builder, batch)
         recs = []
         if self.guard is not None:
             self.guard.new_batch()
@@ -184,12 +185,13 @@ class TuningTask:
                     self.guard.wait(runner)
                 cutoff = (self.early_stop * self.best_latency
                           if self.best_latency < float("inf") else None)
-                r = runner.run([RunInput(b.lib_path, cand.sch.func, self.workload, self.ins,
+                r = runner.run([RunInput(b.lib_path, self.func, self.workload, self.ins,
                                          self.expected, cutoff)])[0]
                 lat, ek, em = r.latencies, r.error_kind, r.error_msg
             else:
                 lat, ek, em = [], b.error_kind, b.error_msg
-            rec = TuningRecord(self.workload, self.fingerprint, cand.sch.trace.as_json(),
+            rec = TuningRecord(self.workload, self.fingerprint,
+                               cand.trace_json or cand.sch.trace.as_json(),
                                cand.program, lat, ek, em, b.build_seconds, str(self.target),
                                features=[float(v) for v in cand.features()],
                                source=b.source_hash)
@@ -197,7 +199,7 @@ class TuningTask:
             recs.append(rec)
             if rec.ok and rec.latency < self.best_latency and self.guard is not None:
                 assert b.lib_path is not None
-                self.guard.reference(RunInput(b.lib_path, cand.sch.func, self.workload,
+                self.guard.reference(RunInput(b.lib_path, self.func, self.workload,
                                               self.ins, self.expected), min(rec.latencies))
             self.trials += 1
             self.errors += 0 if rec.ok else 1
@@ -206,6 +208,25 @@ class TuningTask:
             if progress is not None:
                 progress(rec)
         return recs
+
+    def _build(self, builder: LocalBuilder, batch: list[Candidate]) -> list[BuildResult]:
+        """Build ``batch``: from the C the draw workers write when the search has them
+        (the batch's programs are then never replayed here), else lowered here."""
+        emitted = self.strategy.ctx.emit(batch, builder.target)
+        if emitted is None:
+            return builder.build([BuildInput(c.sch.func) for c in batch])
+        # The runner and the records need only the function's outputs (the same buffers
+        # in every schedule of it) and the trace the candidate carries.
+        got = iter(builder.build([BuildInput(self.func, src) for src, _, _ in emitted
+                                  if src is not None]))
+        out = []
+        for src, err, seconds in emitted:
+            if src is None:
+                out.append(BuildResult(None, None, seconds, "codegen", err))
+            else:
+                b = next(got)
+                out.append(dataclasses.replace(b, build_seconds=b.build_seconds + seconds))
+        return out
 
     def try_sched_pressure(self, builder: LocalBuilder, runner: LocalRunner, k: int = 3,
                            progress: Callable[[TuningRecord], None] | None = None
