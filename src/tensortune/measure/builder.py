@@ -24,8 +24,9 @@ from ..tir.verify import verify
 
 @dataclass(frozen=True)
 class BuildInput:
-    """A scheduled function to build; ``source`` replaces code generation (for tests and
-    for hand-written kernels that follow the same ABI)."""
+    """A scheduled function to build; ``source`` replaces code generation (C written
+    elsewhere: by the search's draw workers, by hand for tests, or any kernel that
+    follows the same ABI)."""
 
     func: PrimFunc
     source: str | None = None
