@@ -140,17 +140,23 @@ long tt_calls(void) { return tt_calls_made; }
   for (int i = 0; i < 16""", 1))
 
 
-@pytest.mark.parametrize("cutoff,calls,timings",
-                         [(10.0, 4, 3), (1.9e-3, 2, 1), (1e-12, 1, 1), (None, 4, 3)])
-def test_timing_makes_no_call_it_does_not_need(data, cutoff, calls, timings):
+@pytest.mark.parametrize("cutoff,cold_stop,calls,timings",
+                         [(10.0, 2.0, 4, 3), (1.9e-3, 100.0, 2, 1), (1e-12, 2.0, 1, 1),
+                          (None, 2.0, 4, 3)])
+def test_timing_makes_no_call_it_does_not_need(data, monkeypatch, cutoff, cold_stop, calls,
+                                               timings):
     """The worker runs a candidate once to check it. That call (2 ms, over 1 ms) picks
     the calls per timing, one here, and the timing loop makes no warm-up of its own; the
     timings after an early-stop probe keep the probe's calls per timing; a checking call
-    over twice the cutoff is the only timing. Counted in this process by running the
-    worker's own function on the library."""
+    over ``COLD_STOP`` times the cutoff is the only timing (raised in the second case, so
+    a busy machine stretching the 2 ms checking call cannot end it early). Counted in
+    this process by running the worker's own function on the library."""
     import ctypes
 
+    from tensortune.measure import worker
     from tensortune.measure.worker import run_one
+
+    monkeypatch.setattr(worker, "COLD_STOP", cold_stop)
 
     ins, exp = data
     lib = LocalBuilder().build([BuildInput(FUNC, COUNTED)])[0].lib_path
