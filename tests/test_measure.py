@@ -216,6 +216,7 @@ class _ScriptedRunner:
 
     def probe(self, inp, min_repeat_ms=5.0, number=0):
         self.calls += 1
+        self.number = number
         return self.readings[min(self.calls, len(self.readings)) - 1]
 
 
@@ -304,3 +305,13 @@ def test_read_bandwidth_kernel_reads_every_byte_it_counts(threads):
         assert got == pytest.approx(reps * want, rel=1e-5)
     gbs = read_bandwidth(threads, 1 << 16, t, seconds=0.01, rounds=2)
     assert np.isfinite(gbs) and gbs > 0
+
+
+def test_load_guard_probes_with_the_calls_its_reference_time_asks_for():
+    ref = RunInput("lib.so", FUNC, "gmm", [], None)
+    guard = LoadGuard(probe_ms=5.0)
+    for latency, number in [(1e-3, 5), (9.5e-3, 1), (3e-6, 1667), (0.0, 100000)]:
+        guard.reference(ref, latency)
+        runner = _ScriptedRunner([latency])
+        guard.wait(runner)
+        assert runner.number == number

@@ -40,7 +40,8 @@ class LoadGuard:
 
     def reference(self, inp: RunInput, latency: float) -> None:
         """Use ``inp`` (a checked kernel whose timing was ``latency``) from now on."""
-        self._ref, self._quiet = inp, latency
+        # Floored at a nanosecond: a reading of 0 (a timer's granularity) would divide.
+        self._ref, self._quiet = inp, max(latency, 1e-9)
 
     def new_batch(self) -> None:
         self._left = self.budget
@@ -59,7 +60,7 @@ class LoadGuard:
         if t is None:        # the reference failed now (it passed before): stop guarding
             self._ref = None
             return 1.0
-        self._quiet = min(self._quiet, t)
+        self._quiet = max(min(self._quiet, t), 1e-9)
         load = t / self._quiet
         if load > self.threshold:
             self.busy += 1
@@ -71,7 +72,7 @@ class LoadGuard:
         assert self._ref is not None
         # The calls per reading follow from the quiet time: no calibrating call (a GMM
         # reference runs 9.5 ms a call).
-        number = max(1, math.ceil(self.probe_ms / 1000.0 / self._quiet))
+        number = min(100000, max(1, math.ceil(self.probe_ms / 1000.0 / self._quiet)))
         t = runner.probe(self._ref, self.probe_ms, number)
         if t is not None and t > self.threshold * self._quiet:
             again = runner.probe(self._ref, self.probe_ms, number)
