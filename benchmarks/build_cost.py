@@ -68,7 +68,7 @@ def gcc_seconds(source: str, target: Target, cache: Path) -> tuple[str, float]:
     return str(lib), (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
-def programs(name: str, func: tt.PrimFunc, gen: PostOrderApply, target: Target,
+def programs(func: tt.PrimFunc, gen: PostOrderApply, target: Target,
              draws: int, db: Database | None, top: int) -> list[tuple[tt.PrimFunc, bool]]:
     """``draws`` seeded random programs of ``func``, then its ``top`` records in ``db``;
     each with whether it is such a record."""
@@ -101,7 +101,7 @@ def main() -> None:
     print("workload  programs  touched  gcc s before  gcc s after  time after/before (range)")
     for name in args.workloads.split(","):
         func = tt.workloads.get(name)
-        progs = programs(name, func, gen, target, args.draws, db, args.top)
+        progs = programs(func, gen, target, args.draws, db, args.top)
         x = random_inputs(func)
         want = evaluate(func, x)
         pairs, secs = [], ([], [])   # type: ignore[var-annotated]

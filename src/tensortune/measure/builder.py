@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,22 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
+def write_c(program: Callable[[], PrimFunc], target: Target) -> tuple[str | None, str | None]:
+    """The C of the function ``program`` makes (a replay, or one at hand), verified,
+    lowered and emitted for ``target``; or None and why not. A failing candidate is a
+    value, for the builder and for the search's draw workers (``DrawPool.emit``) alike.
+
+    Example:
+        >>> source, error = write_c(lambda: sch.func, Target.host())
+    """
+    try:
+        func = program()
+        verify(func)
+        return emit_c(lower(func), target), None
+    except Exception as e:  # noqa: BLE001 - a failing candidate is a value
+        return None, f"{type(e).__name__}: {e}"
+
+
 class LocalBuilder:
     """Compiles with the system C compiler on a thread pool (gcc runs as a subprocess, so
     threads build in parallel)."""
@@ -67,14 +84,11 @@ class LocalBuilder:
 
     def _one(self, inp: BuildInput) -> BuildResult:
         t0 = time.perf_counter()
-        try:
-            source = inp.source
+        source = inp.source
+        if source is None:
+            source, error = write_c(lambda: inp.func, self.target)
             if source is None:
-                verify(inp.func)
-                source = emit_c(lower(inp.func), self.target)
-        except Exception as e:  # noqa: BLE001 - a failing candidate is a value
-            return BuildResult(None, None, time.perf_counter() - t0, "codegen",
-                               f"{type(e).__name__}: {e}")
+                return BuildResult(None, None, time.perf_counter() - t0, "codegen", error)
         try:
             lib = compile_source(source, self.target, self.cache_dir, self.timeout)
         except BuildError as e:
@@ -85,8 +99,8 @@ class LocalBuilder:
     def build(self, inputs: list[BuildInput]) -> list[BuildResult]:
         """The results of ``inputs``, in order. When every source is given, the longest go
         to the compiler first: a long build left for last keeps one core busy while the
-        others wait (gcc took 0.13-1.5 s over one C2D run's sources, roughly with their
-        length)."""
+        others wait (gcc took 0.13-1.5 s over one C2D run's 58 sources, rank correlation
+        0.66 with their length)."""
         if len(inputs) <= 1:
             return [self._one(x) for x in inputs]
         order = list(range(len(inputs)))

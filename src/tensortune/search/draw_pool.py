@@ -16,7 +16,7 @@ caller instead.
 
 The workers also write the C of the candidates chosen for measurement (``emit``): the
 tuner then never replays them, and only gcc runs beside it while a batch builds (the
-Python lowering of a batch, 4-5 s of a 64-trial C2D run, held the interpreter lock in
+Python lowering of a batch, 3-6 s of a 64-trial C2D run, held the interpreter lock in
 the builder's threads, one core at a time).
 
 Example:
@@ -36,12 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from ..codegen import Target, emit_c, lower
+from ..codegen import Target
+from ..measure.builder import write_c
 from ..measure.process import spawn
 from ..schedule import Schedule, Trace
 from ..space import Postproc, sample
 from ..tir.stmt import PrimFunc
-from ..tir.verify import verify
 
 # (design space, decisions by instruction index, post-processor decisions, seed)
 Request = tuple[int, dict[int, Any], list[Any], int]
@@ -178,9 +178,6 @@ def emit_one(func: PrimFunc, trace_json: str, target: Target) -> Emitted:
     """The C of ``func`` scheduled by ``trace_json`` (the worker's side of ``emit``); a
     failure is a value, as the builder's own code generation makes it."""
     t0 = time.perf_counter()
-    try:
-        sch = Schedule.from_trace(func, trace_json, verify=False)
-        verify(sch.func)
-        return emit_c(lower(sch.func), target), None, time.perf_counter() - t0
-    except Exception as e:  # noqa: BLE001 - a failing candidate is a value
-        return None, f"{type(e).__name__}: {e}", time.perf_counter() - t0
+    source, error = write_c(lambda: Schedule.from_trace(func, trace_json, verify=False).func,
+                            target)
+    return source, error, time.perf_counter() - t0
