@@ -446,3 +446,43 @@ def test_retime_keeps_each_best_records_quietest_timing_and_drops_a_failed_check
     left = db.top_k(task.workload, task.fingerprint, 10)
     assert not {r.program for r in left} & {r.program for r in failed}
     assert task.best_latency == left[0].latency     # the best of those not re-timed
+
+
+def _noted_template(sch: tt.Schedule) -> None:
+    """Three programs, one C: an unroll depth on a parallel loop, which the C emitter
+    does not unroll."""
+    c = sch.get_block("C")
+    i, j, _ = sch.get_loops(c)
+    sch.vectorize(j)
+    sch.parallel(i)
+    sch.annotate(i, "pragma_unroll", sch.sample_categorical([2, 4, 8], [1 / 3] * 3))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_program_whose_c_was_timed_is_not_a_trial(tmp_path, workers):
+    """Programs that differ only where the C does not are one kernel: the first is timed,
+    the others take its record without a run or a trial (``TuneResult.twins``), a second
+    run on the database times none of them, and the space counts as spent (the runs
+    end at one trial of six)."""
+    from tensortune.codegen import emit_c, lower
+    from tensortune.search.records import replay
+
+    f = FUNCS["gmm"]
+    db = Database(tmp_path / "t.db")
+    seen = []
+    res = tt.tune(f, trials=6, database=db, space=_noted_template, strategy="replay",
+                  seed=0, draw_workers=workers, retime_top=0, progress=seen.append)
+    assert (res.trials, res.twins) == (1, 2)
+    assert len([e for e in seen if e["stage"] == "trial"]) == 1
+    recs = db.records(f.structural_hash(), tt.Target.host().fingerprint())
+    assert len(recs) == 1 and recs[0].ok
+    # The three programs do differ, and lower to the same C as the record's.
+    sch = replay(f, recs[0])
+    assert "pragma_unroll" in str(sch.func)
+    again = tt.tune(f, trials=6, database=db, space=_noted_template, strategy="replay",
+                    seed=1, draw_workers=workers, retime_top=0)
+    # The stored program is never proposed again; the other two take its record.
+    assert again.trials == 0 and again.twins == 2
+    ins = random_inputs(f)
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+    assert emit_c(lower(sch.func), tt.Target.host())

@@ -93,6 +93,7 @@ def _tune(args: argparse.Namespace) -> int:
              f"{roof.gbytes_per_s(lat):.1f}" if res.record else "-"),
             (f"% roofline ({roof.binding})", f"{roof.percent(res.gflops):.1f}"),
             ("trials", str(res.trials)), ("errors", str(res.errors)),
+            ("proposals with C already timed (not trials)", str(res.twins)),
             ("time", f"{res.seconds:.1f} s"),
             ("trials/s", f"{res.trials / max(res.seconds, 1e-9):.2f}"),
             ("database", str(args.db or "(in memory)"))]

@@ -38,6 +38,7 @@ from ..tir.stmt import (
     PRAGMA_UNROLL,
     SCHED_PRESSURE,
     Allocate,
+    Block,
     Buffer,
     BufferStore,
     For,
@@ -330,10 +331,30 @@ class CEmitter:
         return ""
 
 
-def _small(s: Stmt, times: int, budget: int = 64) -> bool:
+# The most statements times unroll depth a loop body may have for gcc's unroll pragma.
+UNROLL_BUDGET = 64
+
+
+def _small(s: Stmt, times: int, budget: int = UNROLL_BUDGET) -> bool:
     from ..tir.functor import walk
 
     return sum(1 for _ in walk(s)) * times <= budget
+
+
+def unroll_pragma_applies(loop: For, depth: int) -> bool:
+    """Whether ``pragma_unroll=depth`` on ``loop``, as scheduled (before lowering), may
+    reach the C: a depth of 0 asks nothing, and the emitter gives no pragma to a loop
+    whose lowered body has more statements than its budget allows (``_small``). The
+    body is counted from below: each block becomes at least one statement and each loop
+    of more than one iteration stays a loop, while unit loops vanish. So a False here
+    is always the emitter's answer too; ParallelVectorizeUnroll annotates only loops
+    where this holds, and unroll depths the C would not show are one program, not
+    several of the same kernel."""
+    from ..tir.functor import walk
+
+    least = sum(1 for x in walk(loop.body)
+                if isinstance(x, Block) or (isinstance(x, For) and x.extent > 1))
+    return depth > 0 and least * depth <= UNROLL_BUDGET
 
 
 def wants_sched_pressure(s: Stmt) -> bool:

@@ -31,6 +31,7 @@ from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
 from ..measure import BuildInput, BuildResult, LoadGuard, LocalBuilder, LocalRunner, RunInput
+from ..measure.builder import source_hash
 from ..reference import CheckError, check_close, evaluate, random_inputs
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
@@ -56,6 +57,7 @@ class TuneResult:
     history: list[tuple[int, float]] = field(default_factory=list)  # (trial, best latency)
     target: Target | None = None
     waited: float = 0.0              # seconds the load guard waited for a quiet machine
+    twins: int = 0                   # candidates whose C was timed before: not re-timed
 
     @property
     def best_latency(self) -> float:
@@ -107,6 +109,11 @@ def _strategy(strategy: str | SearchStrategy, cost_model: Any) -> SearchStrategy
     raise TensorTuneError(f"unknown strategy {strategy!r}; use 'evolutionary' or 'replay'")
 
 
+# Batches in a row whose every candidate lowered to C already timed, after which a task
+# counts as exhausted: its strategy could propose such programs without end.
+BARREN_BATCHES = 8
+
+
 class TuningTask:
     """The tuning state of one function, advanced a batch at a time: what ``tune`` runs
     once and the task scheduler runs for many functions, sharing one builder and runner.
@@ -156,6 +163,12 @@ class TuningTask:
         self.trials = 0                  # measured by this object
         self.errors = 0
         self.exhausted = False
+        # The record of each C source timed for this workload here: a candidate whose
+        # program differs but whose C does not (a split of a loop that is unrolled
+        # either way, an unroll depth past the loop's extent) is the same kernel.
+        self.timed = {r.source: r for r in db.records(wl, fp) if r.source}
+        self.twins = 0                   # such candidates met by this object, not trials
+        self._barren = 0                 # batches in a row that measured nothing new
         self.history: list[tuple[int, float]] = []
         self.guard = LoadGuard() if load_guard else None
 
@@ -167,8 +180,14 @@ class TuningTask:
         if not batch:
             self.exhausted = True
             return []
+        before = self.trials
         recs = self._measure(builder, runner, batch, progress)
         self.strategy.notify(batch, recs)
+        # A space whose new programs all lower to C already timed is spent too, though
+        # the strategy could go on proposing them.
+        self._barren = 0 if self.trials > before else self._barren + 1
+        if self._barren >= BARREN_BATCHES:
+            self.exhausted = True
         return recs
 
     def _measure(self, builder: LocalBuilder, runner: LocalRunner, batch: list[Candidate],
@@ -179,6 +198,16 @@ class TuningTask:
         if self.guard is not None:
             self.guard.new_batch()
         for cand, b in zip(batch, built):
+            twin = self.timed.get(b.source_hash) if b.ok and b.source_hash else None
+            if twin is not None:
+                # Not timed again and not a trial: the search learns the kernel's
+                # timing for this program too, and the database keeps the one record.
+                recs.append(dataclasses.replace(
+                    twin, trace=cand.trace_json or cand.sch.trace.as_json(),
+                    program=cand.program, build_seconds=b.build_seconds,
+                    features=[float(v) for v in cand.features()]))
+                self.twins += 1
+                continue
             if b.ok:
                 assert b.lib_path is not None
                 if self.guard is not None:
@@ -197,6 +226,8 @@ class TuningTask:
                                source=b.source_hash)
             self.db.add(rec)
             recs.append(rec)
+            if rec.source:
+                self.timed[rec.source] = rec
             if rec.ok and rec.latency < self.best_latency and self.guard is not None:
                 assert b.lib_path is not None
                 self.guard.reference(RunInput(b.lib_path, self.func, self.workload,
@@ -216,15 +247,19 @@ class TuningTask:
         if emitted is None:
             return builder.build([BuildInput(c.sch.func) for c in batch])
         # The runner and the records need only the function's outputs (the same buffers
-        # in every schedule of it) and the trace the candidate carries.
-        got = iter(builder.build([BuildInput(self.func, src) for src, _, _ in emitted
-                                  if src is not None]))
+        # in every schedule of it) and the trace the candidate carries. C timed before
+        # is not built (``_measure`` takes its record), C met twice is built once.
+        todo = list(dict.fromkeys(src for src, _, _ in emitted if src is not None
+                                  and source_hash(src) not in self.timed))
+        got = dict(zip(todo, builder.build([BuildInput(self.func, src) for src in todo])))
         out = []
         for src, err, seconds in emitted:
             if src is None:
                 out.append(BuildResult(None, None, seconds, "codegen", err))
+            elif src not in got:
+                out.append(BuildResult(None, src, seconds))
             else:
-                b = next(got)
+                b = got[src]
                 out.append(dataclasses.replace(b, build_seconds=b.build_seconds + seconds))
         return out
 
@@ -338,6 +373,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     result.trials, result.errors, result.history = task.trials, task.errors, task.history
     result.seconds = time.perf_counter() - t0
     result.waited = task.guard.waited if task.guard is not None else 0.0
+    result.twins = task.twins
     result.record = task.best_record()
     return result
 

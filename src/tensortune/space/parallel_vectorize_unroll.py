@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from ..codegen.c import unroll_pragma_applies
 from ..errors import ScheduleError
 from ..schedule import LoopRV, Schedule
 from ..schedule.tree import children, find_block, iter_blocks, readers, writes
@@ -121,7 +122,7 @@ class ParallelVectorizeUnroll:
             except ScheduleError:
                 pass
         reds = [lp for lp, k in kinds if k == "R" and sch.get(lp).kind == ForKind.SERIAL]
-        if reds:
+        if reds and unroll_pragma_applies(sch.get(reds[-1]), int(sch.get(unroll))):
             sch.annotate(reds[-1], PRAGMA_UNROLL, unroll)
 
     @staticmethod
