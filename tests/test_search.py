@@ -486,3 +486,45 @@ def test_a_program_whose_c_was_timed_is_not_a_trial(tmp_path, workers):
     ins = random_inputs(f)
     check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
     assert emit_c(lower(sch.func), tt.Target.host())
+
+
+def test_stand_ins_replace_candidates_whose_c_was_timed(tmp_path):
+    """A batch of two whose second candidate is the first's kernel (its unroll depth
+    on a parallel loop never reaches the C): the step asks its strategy for one stand-in
+    and measures it, so the batch still brings two trials."""
+    from tensortune.measure import LocalBuilder, LocalRunner
+    from tensortune.search import SearchStrategy
+    from tensortune.search.search_strategy import Candidate
+    from tensortune.search.tune import TuningTask
+
+    f = FUNCS["gmm"]
+
+    def program(depth: int | None) -> Candidate:
+        sch = tt.Schedule(f)
+        i, _, _ = sch.get_loops(sch.get_block("C"))
+        if depth is not None:
+            sch.parallel(i)
+            sch.annotate(i, "pragma_unroll", depth)
+        return Candidate(sch, -1, {})
+
+    first, twin, other = program(2), program(4), program(None)
+    assert len({first.program, twin.program, other.program}) == 3
+
+    class Scripted(SearchStrategy):
+        asked: list[int] = []
+
+        def generate(self, n):
+            return [first, twin] if not self.asked else []
+
+        def more(self, n):
+            self.asked.append(n)
+            return [other]
+
+    strategy = Scripted()
+    task = TuningTask(f, Database(tmp_path / "t.db"), tt.Target.host(), strategy=strategy,
+                      load_guard=False)
+    with LocalRunner() as runner:
+        recs = task.step(LocalBuilder(task.target), runner, 2)
+    assert (task.trials, task.twins, strategy.asked) == (2, 1, [1])
+    assert [r.program for r in recs] == [first.program, twin.program, other.program]
+    assert recs[1].latencies == recs[0].latencies and all(r.ok for r in recs)

@@ -53,6 +53,7 @@ class EvolutionarySearch(SearchStrategy):
         self.measured: list[tuple[Candidate, float]] = []
         self.per_niche: Counter[tuple] = Counter()   # measured trials per niche
         self.survivors: list[Candidate] = []
+        self.reserve: list[Candidate] = []
 
     def _score(self, cands: list[Candidate]) -> np.ndarray:
         if not cands:
@@ -135,6 +136,20 @@ class EvolutionarySearch(SearchStrategy):
         for c in out:
             self.ctx.known.add(c.program)
         self.survivors = [c for c in pop if c.program not in self.ctx.known]
+        # The next best of this evolution, for ``more``: already drawn and scored.
+        self.reserve = [c for c in ranked if c.program not in self.ctx.known]
+        return out
+
+    def more(self, n: int) -> list[Candidate]:
+        """The best-scored unmeasured programs of the last evolution, without evolving
+        again (a batch's evolution costs a second or more of draws); none once they
+        are used up."""
+        out: list[Candidate] = []
+        while self.reserve and len(out) < n:
+            c = self.reserve.pop(0)
+            if c.program not in self.ctx.known:
+                self.ctx.known.add(c.program)
+                out.append(c)
         return out
 
     def _full(self) -> set[tuple]:

@@ -159,6 +159,11 @@ class SearchStrategy:
     def notify(self, batch: list[Candidate], records: list[TuningRecord]) -> None:
         """Results of the last batch (same order)."""
 
+    def more(self, n: int) -> list[Candidate]:
+        """Up to ``n`` candidates in place of ones of the last batch that needed no
+        measurement (their C was timed before): by default a batch of their own."""
+        return self.generate(n)
+
 
 class ReplayTrace(SearchStrategy):
     """Random search: each candidate is a fresh draw from a random design space."""

@@ -112,6 +112,8 @@ def _strategy(strategy: str | SearchStrategy, cost_model: Any) -> SearchStrategy
 # Batches in a row whose every candidate lowered to C already timed, after which a task
 # counts as exhausted: its strategy could propose such programs without end.
 BARREN_BATCHES = 8
+# Rounds of stand-ins a step asks for when candidates of its batch were such.
+REFILLS = 2
 
 
 class TuningTask:
@@ -183,6 +185,17 @@ class TuningTask:
         before = self.trials
         recs = self._measure(builder, runner, batch, progress)
         self.strategy.notify(batch, recs)
+        want = len(batch)
+        for _ in range(REFILLS):
+            # Candidates whose C was timed before cost no trial: more stand in for them,
+            # from the strategy's reserve when it has one (no new evolution).
+            short = want - (self.trials - before)
+            extra = self.strategy.more(short) if short > 0 else []
+            if not extra:
+                break
+            got = self._measure(builder, runner, extra, progress)
+            self.strategy.notify(extra, got)
+            batch, recs = batch + extra, recs + got
         # A space whose new programs all lower to C already timed is spent too, though
         # the strategy could go on proposing them.
         self._barren = 0 if self.trials > before else self._barren + 1
