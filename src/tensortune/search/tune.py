@@ -166,8 +166,8 @@ class TuningTask:
         self.errors = 0
         self.exhausted = False
         # The record of each C source timed for this workload here: a candidate whose
-        # program differs but whose C does not (a split of a loop that is unrolled
-        # either way, an unroll depth past the loop's extent) is the same kernel.
+        # program differs but whose C does not (compute locations that lower alike, an
+        # unroll depth the emitter drops on a large loop body) is the same kernel.
         self.timed = {r.source: r for r in db.records(wl, fp) if r.source}
         self.twins = 0                   # such candidates met by this object, not trials
         self._barren = 0                 # batches in a row that measured nothing new
@@ -177,7 +177,10 @@ class TuningTask:
     def step(self, builder: LocalBuilder, runner: LocalRunner, n: int,
              progress: Callable[[TuningRecord], None] | None = None) -> list[TuningRecord]:
         """Propose, build, check and time up to ``n`` candidates; every record goes to the
-        database as soon as it exists (a killed run loses nothing measured)."""
+        database as soon as it exists (a killed run loses nothing measured). A candidate
+        whose C was timed before gets a copy of that record instead (not stored, not a
+        trial), and stand-ins are asked for in its place (``SearchStrategy.more``).
+        Returns the records of every candidate, copies included."""
         batch = self.strategy.generate(n)
         if not batch:
             self.exhausted = True
@@ -304,6 +307,9 @@ class TuningTask:
             return top
         out = retime_records(self.db, self.func, top, builder, runner, self.ins,
                              self.expected, rounds)
+        for r in out:   # a later candidate with the same C copies the new timing
+            if r.source:
+                self.timed[r.source] = r
         # From the database: when every re-timed record failed, the best is one past them.
         best = self.best_record()
         self.best_latency = best.latency if best is not None else float("inf")
