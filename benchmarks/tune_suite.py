@@ -87,7 +87,8 @@ def main() -> None:
           f"{np.__version__} | {tinfo} | trials {args.trials} | db {db_path}", flush=True)
     head = ["workload"] + [f"GFLOP/s @{c}" for c in checkpoints] + [
         f"re-timed @{c}" for c in checkpoints] + [
-        "% peak", "GB/s", "% roofline", "tune s", "trials/s", "errors", "NumPy GFLOP/s",
+        "% peak", "GB/s", "% roofline", "tune s", "trials/s", "errors", "same C, not timed",
+        "NumPy GFLOP/s",
         "PyTorch GFLOP/s", "vs PyTorch"]
     if tvm_py:
         head += [f"{h} @{c}" for c in checkpoints for h in ("TVM GFLOP/s", "vs TVM")] + [
@@ -113,7 +114,7 @@ def main() -> None:
         row = [name.upper()] + [f"{v:.1f}" for v in g + gc] + [
             f"{100 * gr / peak:.1f}", f"{roof.gbytes_per_s(ours[-1]):.1f}",
             f"{roof.percent(gr):.1f}", f"{res.seconds:.0f}",
-            f"{res.trials / res.seconds:.2f}", str(res.errors),
+            f"{res.trials / res.seconds:.2f}", str(res.errors), str(res.twins),
             f"{npg:.1f}" if npg else "-", f"{thg:.1f}" if thg else "-",
             f"{gr / thg:.2f}x" if thg else "-"]
         if tvm_py:
