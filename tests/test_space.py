@@ -220,20 +220,35 @@ def test_nest_led_by_a_packed_copy_still_runs_in_parallel():
 
 
 SMALL = {n: tt.workloads.get(n, small=True) for n in ("gmm", "c1d", "bmm", "dep", "nrm", "smx")}
-SMALL_SPACES = {n: PostOrderApply.default(TARGET) for n in SMALL}
+SMALL_GEN = PostOrderApply.default(TARGET)
+SMALL_SPACES = {n: SMALL_GEN.generate(f) for n, f in SMALL.items()}
 
 
 def _draw_c(name: str, seed: int) -> tuple[str, str] | None:
+    """The C and the program hash of one seeded draw of ``name``'s default space."""
     import random
 
     from tensortune.codegen import emit_c, lower
     from tensortune.search import SearchContext
 
-    gen = SMALL_SPACES[name]
-    spaces = gen.generate(SMALL[name])
-    ctx = SearchContext(SMALL[name], spaces, gen, rng=random.Random(seed))
+    spaces = SMALL_SPACES[name]
+    ctx = SearchContext(SMALL[name], spaces, SMALL_GEN, rng=random.Random(seed))
     cand = ctx.draw(ctx.rng.randrange(len(spaces)))
     return None if cand is None else (emit_c(lower(cand.sch.func), TARGET), cand.program)
+
+
+def _draw_both(name: str, seed: int) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    """The draw as ParallelVectorizeUnroll makes it, and as it made it when it annotated
+    every innermost reduction loop with the sampled unroll depth."""
+    from tensortune.space import parallel_vectorize_unroll as pvu
+
+    now = _draw_c(name, seed)
+    saved = pvu.unroll_pragma_applies
+    pvu.unroll_pragma_applies = lambda loop, depth: True   # type: ignore[assignment]
+    try:
+        return now, _draw_c(name, seed)
+    finally:
+        pvu.unroll_pragma_applies = saved
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -241,15 +256,7 @@ def _draw_c(name: str, seed: int) -> tuple[str, str] | None:
 def test_unroll_depths_the_c_would_not_show_are_left_off(name, seed):
     """ParallelVectorizeUnroll annotates an unroll depth only where the emitter may give
     it a pragma: the C of every draw is the one the annotation everywhere gives."""
-    from tensortune.space import parallel_vectorize_unroll as pvu
-
-    now = _draw_c(name, seed)
-    saved = pvu.unroll_pragma_applies
-    pvu.unroll_pragma_applies = lambda loop, depth: True   # type: ignore[assignment]
-    try:
-        before = _draw_c(name, seed)
-    finally:
-        pvu.unroll_pragma_applies = saved
+    now, before = _draw_both(name, seed)
     assert (now is None) == (before is None)
     if now is not None and before is not None:
         assert now[0] == before[0]
@@ -258,18 +265,10 @@ def test_unroll_depths_the_c_would_not_show_are_left_off(name, seed):
 def test_unroll_pragmas_still_reach_small_loop_bodies():
     """The rule keeps the pragma where it matters: some draws of the reductions carry it,
     and at least one draw drops an annotation (a program fewer for the same C)."""
-    from tensortune.space import parallel_vectorize_unroll as pvu
-
     carried = dropped = 0
     for name in ("nrm", "smx", "c1d", "bmm"):
         for seed in range(12):
-            now = _draw_c(name, seed)
-            saved = pvu.unroll_pragma_applies
-            pvu.unroll_pragma_applies = lambda loop, depth: True   # type: ignore[assignment]
-            try:
-                before = _draw_c(name, seed)
-            finally:
-                pvu.unroll_pragma_applies = saved
+            now, before = _draw_both(name, seed)
             if now is None or before is None:
                 continue
             carried += "#pragma GCC unroll" in now[0]
