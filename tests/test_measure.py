@@ -315,3 +315,25 @@ def test_load_guard_probes_with_the_calls_its_reference_time_asks_for():
         runner = _ScriptedRunner([latency])
         guard.wait(runner)
         assert runner.number == number
+
+
+def test_a_run_may_ask_for_longer_or_shorter_timing_loops(data):
+    # Each of the three timings loops for at least its min_repeat_ms: a run that asks for
+    # 60 ms loops lasts at least 180 ms, whatever the runner's own setting is.
+    import time
+    ins, exp = data
+    # Some microseconds a call (the same product 200 times), so that 60 ms take fewer
+    # calls than a timing's cap of 100000.
+    slow = _kernel("for (volatile int rep = 0; rep < 200; ++rep) {" + GOOD + "}")
+    lib = LocalBuilder().build([BuildInput(FUNC, slow)])[0].lib_path
+    with LocalRunner(repeat=3, min_repeat_ms=1) as r:
+        inp = RunInput(lib, FUNC, "gmm", ins, exp)
+        r.run([inp])   # the worker's start and the first loading are not timed below
+        t0 = time.perf_counter()
+        long = r.run([inp], min_repeat_ms=60)[0]
+        took = time.perf_counter() - t0
+        short = r.run([inp])[0]
+    assert long.ok and short.ok and len(long.latencies) == 3
+    assert took >= 0.18
+    # The override is for that run only: the runner's own loops stay at 1 ms.
+    assert r.min_repeat_s == 0.001

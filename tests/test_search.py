@@ -568,3 +568,28 @@ def test_a_task_whose_proposals_all_lower_to_timed_c_is_exhausted(tmp_path):
             steps += 1
     assert task.exhausted and steps == BARREN_BATCHES + 1
     assert (task.trials, task.twins) == (1, 2 * BARREN_BATCHES + 1)
+
+
+def test_search_trials_time_short_loops_and_the_retiming_long_ones(tmp_path, monkeypatch):
+    # Candidates are timed in SEARCH_REPEAT_MS loops; the re-timing that picks the record
+    # a run returns in RETIME_REPEAT_MS loops.
+    from tensortune.measure import LocalRunner
+    from tensortune.search.records import RETIME_REPEAT_MS
+    from tensortune.search.tune import SEARCH_REPEAT_MS
+
+    seen: list[tuple[str, float]] = []
+    one = LocalRunner._one
+
+    def spy(self, inp, override=None):
+        stage = "retime" if any(e["stage"] == "retiming" for e in events) else "trial"
+        seen.append((stage, (override or {}).get("min_repeat_s", self.min_repeat_s)))
+        return one(self, inp, override)
+
+    events: list[dict] = []
+    monkeypatch.setattr(LocalRunner, "_one", spy)
+    tt.tune(FUNCS["gmm"], trials=6, database=tmp_path / "t.db", seed=0, strategy="replay",
+            load_guard=False, progress=events.append)
+    trial = {s for stage, s in seen if stage == "trial"}
+    retime = {s for stage, s in seen if stage == "retime"}
+    assert SEARCH_REPEAT_MS < RETIME_REPEAT_MS
+    assert trial == {SEARCH_REPEAT_MS / 1000} and retime == {RETIME_REPEAT_MS / 1000}

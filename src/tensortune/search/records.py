@@ -27,6 +27,11 @@ from ..reference import evaluate, random_inputs
 from ..schedule import Schedule
 from ..tir.stmt import PrimFunc
 
+# The shortest timing loop of a re-timing: the runner's default, although the search
+# times its candidates in 10 ms loops (``tune.SEARCH_REPEAT_MS``). Re-timing decides
+# which record a run returns, and costs a fixed 25 runs per run.
+RETIME_REPEAT_MS = 20.0
+
 
 def replay(func: PrimFunc, rec: TuningRecord) -> Schedule:
     """The schedule a record's trace makes of ``func``."""
@@ -84,7 +89,8 @@ def retime_records(db: Database, func: PrimFunc, records: list[TuningRecord],
         for i, (sch, b, r) in enumerate(zip(schs, built, records)):
             if i in failed or b.lib_path is None:
                 continue
-            res = runner.run([RunInput(b.lib_path, sch.func, r.workload, ins, expected)])[0]
+            res = runner.run([RunInput(b.lib_path, sch.func, r.workload, ins, expected)],
+                             RETIME_REPEAT_MS)[0]
             if res.error_kind in ("wrong_result", "non_finite"):
                 failed[i] = (res.error_kind, res.error_msg)
             elif res.latencies and (not quietest[i] or statistics.median(res.latencies)

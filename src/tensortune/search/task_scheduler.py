@@ -43,7 +43,7 @@ from ..measure import LocalBuilder, LocalRunner
 from ..tir.analysis import flop_count
 from ..tir.functor import blocks_in
 from ..tir.stmt import PrimFunc
-from .tune import TuningTask, _open, tuned_func
+from .tune import SEARCH_REPEAT_MS, TuningTask, _open, tuned_func
 
 
 def op_kind(func: PrimFunc) -> tuple:
@@ -177,7 +177,7 @@ class TaskScheduler:
         """Spend ``trials`` new measurements across the tasks; returns the task states."""
         builder = LocalBuilder(self.target)
         self.spent, t0 = 0, time.perf_counter()
-        with LocalRunner(timeout=self.timeout) as runner:
+        with LocalRunner(timeout=self.timeout, min_repeat_ms=SEARCH_REPEAT_MS) as runner:
             while self.spent < trials:
                 st = self.pick()
                 if st is None:

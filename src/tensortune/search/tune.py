@@ -114,6 +114,12 @@ def _strategy(strategy: str | SearchStrategy, cost_model: Any) -> SearchStrategy
 BARREN_BATCHES = 8
 # Rounds of stand-ins a step asks for when candidates of its batch were such.
 REFILLS = 2
+# A search candidate's three timings each loop for at least this long. 10 ms, not the
+# runner's 20: over eight alternating rounds of the best records of BMM, DENSE, C2D and
+# GMM, the spread of a candidate's median was no wider (coefficient of variation 0.7-2.3%
+# against 1.2-5.6%), and a trial took 23-36 ms less (RESULTS.md). The re-timing of the
+# best at the end keeps 20 ms (``records.RETIME_REPEAT_MS``).
+SEARCH_REPEAT_MS = 10.0
 
 
 class TuningTask:
@@ -377,7 +383,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
                   "errors": task.errors, "elapsed": time.perf_counter() - t0, "last": rec})
 
     variants = sched_variants if trials >= 16 * sched_variants else 0
-    with LocalRunner(timeout=timeout) as runner:
+    with LocalRunner(timeout=timeout, min_repeat_ms=SEARCH_REPEAT_MS) as runner:
         try:
             while task.trials < trials - variants and not task.exhausted:
                 task.step(builder, runner, min(batch_size, trials - variants - task.trials),
