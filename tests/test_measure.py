@@ -317,7 +317,7 @@ def test_load_guard_probes_with_the_calls_its_reference_time_asks_for():
         assert runner.number == number
 
 
-def test_a_run_may_ask_for_longer_or_shorter_timing_loops(data):
+def test_a_run_may_ask_for_its_own_timing_loop_length(data):
     # Each of the three timings loops for at least its min_repeat_ms: a run that asks for
     # 60 ms loops lasts at least 180 ms, whatever the runner's own setting is.
     import time
@@ -335,5 +335,5 @@ def test_a_run_may_ask_for_longer_or_shorter_timing_loops(data):
         short = r.run([inp])[0]
     assert long.ok and short.ok and len(long.latencies) == 3
     assert took >= 0.18
-    # The override is for that run only: the runner's own loops stay at 1 ms.
+    # The override is for that run only: it leaves the runner's own setting as it was.
     assert r.min_repeat_s == 0.001

@@ -346,9 +346,10 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned.
     A candidate whose first timing is over ``early_stop`` times the best latency so far is
     timed once, not the runner's ``repeat`` times (to be the best its first timing would
-    have to read 1.5x slow, and the load guard keeps busy spells out of timings). At the end the
-    ``retime_top`` fastest records are timed again in alternating rounds and each keeps
-    its quietest timing (``TuningTask.retime``; 0 leaves them as measured).
+    have to read 1.5x slow, and the load guard keeps busy spells out of timings). Each
+    timing is a loop of at least ``SEARCH_REPEAT_MS`` (10 ms). At the end the
+    ``retime_top`` fastest records are timed again in 20 ms loops, in alternating rounds,
+    and each keeps its quietest timing (``TuningTask.retime``; 0 leaves them as measured).
     Before this run has measured anything, its cost model ranks candidates with a model
     of other workloads' records (``transfer_model``; ``prior=False`` leaves the bundled
     prior out when the database has too few of them). With ``load_guard`` each candidate
