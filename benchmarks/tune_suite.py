@@ -88,8 +88,7 @@ def main() -> None:
     head = ["workload"] + [f"GFLOP/s @{c}" for c in checkpoints] + [
         f"re-timed @{c}" for c in checkpoints] + [
         "% peak", "GB/s", "% roofline", "tune s", "trials/s", "errors", "same C, not timed",
-        "NumPy GFLOP/s",
-        "PyTorch GFLOP/s", "vs PyTorch"]
+        "NumPy GFLOP/s", "PyTorch GFLOP/s", "vs PyTorch"]
     if tvm_py:
         head += [f"{h} @{c}" for c in checkpoints for h in ("TVM GFLOP/s", "vs TVM")] + [
             "TVM trials/s", "trials/s vs TVM"]

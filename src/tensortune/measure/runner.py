@@ -50,6 +50,10 @@ class RunResult:
         return statistics.median(self.latencies) if self.latencies else float("inf")
 
 
+# A timing loop's shortest length unless a runner or a run asks for another.
+MIN_REPEAT_MS = 20.0
+
+
 class LocalRunner:
     """One worker process, reused across runs and recycled every ``recycle`` runs (libraries
     loaded into a process cannot be unloaded reliably). Each candidate is timed ``repeat``
@@ -59,7 +63,8 @@ class LocalRunner:
     tighter early stop, their best found no further apart than two seeds' (RESULTS.md);
     the best few are timed again in rounds at the end of a run anyway."""
 
-    def __init__(self, timeout: float = 10.0, repeat: int = 3, min_repeat_ms: float = 20.0,
+    def __init__(self, timeout: float = 10.0, repeat: int = 3,
+                 min_repeat_ms: float = MIN_REPEAT_MS,
                  flush_cache: bool = False, check: bool = True, recycle: int = 256) -> None:
         self.timeout = timeout
         self.repeat = repeat

@@ -23,6 +23,7 @@ from ..codegen import Target, emit_c, lower
 from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..measure import BuildInput, BuildResult, LocalBuilder, LocalRunner, RunInput, source_hash
+from ..measure.runner import MIN_REPEAT_MS
 from ..reference import evaluate, random_inputs
 from ..schedule import Schedule
 from ..tir.stmt import PrimFunc
@@ -30,7 +31,7 @@ from ..tir.stmt import PrimFunc
 # The shortest timing loop of a re-timing: the runner's default, although the search
 # times its candidates in 10 ms loops (``tune.SEARCH_REPEAT_MS``). Re-timing decides
 # which record a run returns, and costs a fixed 25 runs per run.
-RETIME_REPEAT_MS = 20.0
+RETIME_REPEAT_MS = MIN_REPEAT_MS
 
 
 def replay(func: PrimFunc, rec: TuningRecord) -> Schedule:

@@ -195,11 +195,10 @@ class TuningTask:
         before = self.trials
         recs = self._measure(builder, runner, batch, progress)
         self.strategy.notify(batch, recs)
-        want = len(batch)
         for _ in range(REFILLS):
             # Candidates whose C was timed before cost no trial: more stand in for them,
             # from the strategy's reserve when it has one (no new evolution).
-            short = want - (self.trials - before)
+            short = len(batch) - (self.trials - before)
             extra = self.strategy.more(short) if short > 0 else []
             if not extra:
                 break
