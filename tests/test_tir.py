@@ -196,3 +196,67 @@ def test_replace_loop_rebuilds_what_a_walk_of_the_whole_tree_rebuilds(name, pick
     want = mutate(f.body, lambda s: isinstance(s, For) and s.var is var, fn)
     want_f = f.with_body(want if want is not None else Seq(()))
     assert func_str(replace_loop(f, var, fn)) == func_str(want_f)
+
+
+@settings(max_examples=200, deadline=None)
+@given(e=_int_exprs(_VARS), to=_int_exprs(_VARS[1:]), which=st.integers(0, 2))
+def test_substitute_matches_a_rewrite_of_every_node(e, to, which):
+    """``substitute`` does not walk a subtree without the replaced variable; it must give
+    what rewriting every node gives, and hand back the very node when nothing changed."""
+    from tensortune.tir.functor import free_vars, rewrite_expr, substitute
+
+    vmap = {_VARS[which]: to}
+    got = substitute(e, vmap)
+    want = rewrite_expr(e, lambda x: vmap.get(x) if isinstance(x, Var) else None)
+    assert str(got) == str(want)
+    if _VARS[which] not in free_vars(e):
+        assert got is e
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(["gmm", "c2d", "nrm", "convlayer"]), pick=st.integers(0, 10**6),
+       seed=st.integers(0, 50))
+def test_rewrite_stmt_keeps_what_did_not_change(name, pick, seed):
+    """``rewrite_stmt`` keeps every statement none of whose parts changed. On sampled
+    programs, substituting one loop's variable gives what rebuilding every statement
+    gives, and the statements that do not use that variable are the same objects."""
+    from tensortune.codegen import Target
+    from tensortune.schedule.tree import _loops
+    from tensortune.space import PostOrderApply, sample
+    from tensortune.tir.expr import IntImm
+    from tensortune.tir.functor import free_vars, rewrite_stmt, substitute, walk
+    from tensortune.tir.printer import stmt_str
+    from tensortune.tir.stmt import Seq
+
+    func = tt.workloads.get(name, small=True)
+    gen = PostOrderApply.default(Target.host())
+    spaces = gen.generate(func)
+    sch = sample(func, spaces[seed % len(spaces)], seed, gen.postprocs)
+    assume(sch is not None)
+    assert sch is not None
+    body = sch.func.body
+    assert rewrite_stmt(body) is body and rewrite_stmt(body, lambda e: e) is body
+    var = list(_loops(body))[pick % len(_loops(body))]
+    vmap = {var: var + IntImm(1)}
+
+    def rebuild(s):   # every statement anew, as rewrite_stmt did before it kept them
+        if isinstance(s, For):
+            return For(s.var, s.extent, rebuild(s.body), s.kind, s.annotations)
+        if isinstance(s, Seq):
+            return Seq(tuple(rebuild(x) for x in s.stmts))
+        if isinstance(s, BufferStore):
+            return BufferStore(s.buffer, tuple(substitute(i, vmap) for i in s.indices),
+                               substitute(s.value, vmap))
+        if isinstance(s, Block):
+            return Block(s.name, s.iter_vars, tuple(substitute(b, vmap) for b in s.bindings),
+                         rebuild(s.body), None if s.init is None else rebuild(s.init),
+                         None if s.predicate is None else substitute(s.predicate, vmap))
+        raise AssertionError(f"unexpected statement {type(s).__name__}")
+
+    got = rewrite_stmt(body, lambda e: substitute(e, vmap))
+    assert stmt_str(got) == stmt_str(rebuild(body))
+    kept = {id(s) for s in walk(got)}
+    for blk in walk(body):
+        if isinstance(blk, Block) and not any(var in free_vars(b) for b in blk.bindings) \
+                and (blk.predicate is None or var not in free_vars(blk.predicate)):
+            assert id(blk) in kept

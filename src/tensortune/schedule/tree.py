@@ -27,21 +27,23 @@ def iter_blocks(s: Stmt, path: Path = ()) -> Iterator[tuple[Block, Path]]:
     if found is None:
         # Kept on the (immutable) statement: primitives look blocks up by name in the
         # same tree many times before the next edit makes a new one.
-        found = tuple(_collect_blocks(s, ()))
+        out: list[tuple[Block, Path]] = []
+        _collect_blocks(s, (), out)
+        found = tuple(out)
         object.__setattr__(s, "_blocks", found)
     if not path:
         return iter(found)
     return ((b, path + p) for b, p in found)
 
 
-def _collect_blocks(s: Stmt, path: Path) -> Iterator[tuple[Block, Path]]:
+def _collect_blocks(s: Stmt, path: Path, out: list[tuple[Block, Path]]) -> None:
     if isinstance(s, For):
-        yield from _collect_blocks(s.body, path + (s,))
+        _collect_blocks(s.body, path + (s,), out)
     elif isinstance(s, Seq):
         for x in s.stmts:
-            yield from _collect_blocks(x, path)
+            _collect_blocks(x, path, out)
     elif isinstance(s, Block):
-        yield s, path
+        out.append((s, path))
 
 
 def block_names(func: PrimFunc) -> list[str]:
@@ -209,7 +211,8 @@ def _replace_at(func: PrimFunc, node: Stmt, path: Path, fn: Callable[[Stmt], Stm
         return func
     for parent in reversed(path):
         body = _swap(parent.body, old, new)
-        old, new = parent, None if body is None else replace(parent, body=body)
+        old, new = parent, None if body is None else For(parent.var, parent.extent, body,
+                                                         parent.kind, parent.annotations)
     top = _swap(func.body, old, new)
     return func.with_body(top if top is not None else Seq(()))
 

@@ -12,10 +12,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
-from .expr import BinOp, BufferLoad, Call, Cast, Expr, Not, Reduce, Select, Var
+from .expr import BinOp, BufferLoad, Call, Cast, Expr, FloatImm, IntImm, Not, Reduce, Select, Var
 from .stmt import Allocate, Block, BufferStore, For, IfThenElse, Seq, Stmt
 
 ExprFn = Callable[[Expr], Expr | None]
@@ -31,6 +30,8 @@ def rewrite_expr(e: Expr, fn: ExprFn) -> Expr:
 def map_children(e: Expr, f: Callable[..., Expr], *args: Any) -> Expr:
     """``e`` with each child ``c`` replaced by ``f(c, *args)``: ``e`` itself when none
     changed, else a new node of the same kind."""
+    if type(e) in _LEAVES:   # most nodes: no isinstance chain for them
+        return e
     if isinstance(e, BinOp):
         a, b = f(e.a, *args), f(e.b, *args)
         if a is not e.a or b is not e.b:
@@ -63,31 +64,34 @@ def map_children(e: Expr, f: Callable[..., Expr], *args: Any) -> Expr:
 
 
 def substitute(e: Expr, vmap: dict[Var, Expr]) -> Expr:
-    """Replace variables by expressions."""
+    """Replace variables by expressions. A sub-expression without any of them is kept as
+    it is and not walked (its variables are kept on it: ``free_vars``)."""
     if not vmap:
         return e
-    return rewrite_expr(e, lambda x: vmap.get(x) if isinstance(x, Var) else None)
+    keys = vmap.keys()
+
+    def go(x: Expr) -> Expr:
+        if isinstance(x, Var):
+            return vmap.get(x, x)
+        if keys.isdisjoint(free_vars(x)):
+            return x
+        return map_children(x, go)
+
+    return go(e)
 
 
 def iter_exprs(e: Expr) -> Iterator[Expr]:
     """Every sub-expression, pre-order."""
-    yield e
-    if isinstance(e, BinOp):
-        yield from iter_exprs(e.a)
-        yield from iter_exprs(e.b)
-    elif isinstance(e, (Not, Cast)):
-        yield from iter_exprs(e.a if isinstance(e, Not) else e.value)
-    elif isinstance(e, Select):
-        for x in (e.cond, e.t, e.f):
-            yield from iter_exprs(x)
-    elif isinstance(e, Call):
-        for x in e.args:
-            yield from iter_exprs(x)
-    elif isinstance(e, BufferLoad):
-        for x in e.indices:
-            yield from iter_exprs(x)
-    elif isinstance(e, Reduce):
-        yield from iter_exprs(e.source)
+    # A stack, not recursive generators: each level of those re-yields every value below
+    # it, and index trees are deep (it was the largest single cost of a C2D proposal).
+    stack = [e]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        x = pop()
+        yield x
+        kids = _children(x)
+        if kids:
+            push(reversed(kids))
 
 
 def free_vars(e: Expr) -> frozenset[Var]:
@@ -98,13 +102,22 @@ def free_vars(e: Expr) -> frozenset[Var]:
     if fv is None:
         if isinstance(e, Var):
             fv = frozenset((e,))
+        elif isinstance(e, BinOp):
+            a, b = free_vars(e.a), free_vars(e.b)
+            fv = b if not a else a if not b or a is b else a | b   # shared, not copied
         else:
             fv = frozenset().union(*[free_vars(c) for c in _children(e)])
         object.__setattr__(e, "_free_vars", fv)
     return fv
 
 
+# Expression kinds without children (``Var`` subclasses go the slower way, to the same end).
+_LEAVES = frozenset((Var, IntImm, FloatImm))
+
+
 def _children(e: Expr) -> tuple[Expr, ...]:
+    if type(e) in _LEAVES:
+        return ()
     if isinstance(e, BinOp):
         return (e.a, e.b)
     if isinstance(e, Not):
@@ -129,35 +142,53 @@ def rewrite_stmt(
 ) -> Stmt:
     """Rebuild ``s`` bottom-up: ``expr_fn`` maps every top-level expression (indices,
     values, bindings, predicates, conditions); ``stmt_fn`` may replace each rebuilt
-    statement (returning None keeps it)."""
-    ef = expr_fn or (lambda x: x)
+    statement (returning None keeps it). A statement none of whose parts changed is kept
+    as it is, not rebuilt (what is kept on it, such as its blocks and loops, stays)."""
+    ef = expr_fn or _same
     if isinstance(s, For):
-        s = replace(s, body=rewrite_stmt(s.body, expr_fn, stmt_fn))
+        body = rewrite_stmt(s.body, expr_fn, stmt_fn)
+        if body is not s.body:
+            s = For(s.var, s.extent, body, s.kind, s.annotations)
     elif isinstance(s, Seq):
-        s = Seq(tuple(rewrite_stmt(x, expr_fn, stmt_fn) for x in s.stmts))
+        parts = tuple([rewrite_stmt(x, expr_fn, stmt_fn) for x in s.stmts])
+        if _changed(parts, s.stmts):
+            s = Seq(parts)
     elif isinstance(s, BufferStore):
-        s = BufferStore(s.buffer, tuple(ef(i) for i in s.indices), ef(s.value))
+        if expr_fn is not None:
+            idx, value = tuple([ef(i) for i in s.indices]), ef(s.value)
+            if value is not s.value or _changed(idx, s.indices):
+                s = BufferStore(s.buffer, idx, value)
     elif isinstance(s, Block):
-        s = replace(
-            s,
-            bindings=tuple(ef(b) for b in s.bindings),
-            predicate=None if s.predicate is None else ef(s.predicate),
-            body=rewrite_stmt(s.body, expr_fn, stmt_fn),
-            init=None if s.init is None else rewrite_stmt(s.init, expr_fn, stmt_fn),
-        )
+        binds = s.bindings if expr_fn is None else tuple([ef(b) for b in s.bindings])
+        pred = None if s.predicate is None else ef(s.predicate)
+        body = rewrite_stmt(s.body, expr_fn, stmt_fn)
+        init = None if s.init is None else rewrite_stmt(s.init, expr_fn, stmt_fn)
+        if (pred is not s.predicate or body is not s.body or init is not s.init
+                or _changed(binds, s.bindings)):
+            s = Block(s.name, s.iter_vars, binds, body, init, pred)
     elif isinstance(s, IfThenElse):
-        s = IfThenElse(
-            ef(s.cond),
-            rewrite_stmt(s.then, expr_fn, stmt_fn),
-            None if s.else_ is None else rewrite_stmt(s.else_, expr_fn, stmt_fn),
-        )
+        cond = ef(s.cond)
+        then = rewrite_stmt(s.then, expr_fn, stmt_fn)
+        else_ = None if s.else_ is None else rewrite_stmt(s.else_, expr_fn, stmt_fn)
+        if cond is not s.cond or then is not s.then or else_ is not s.else_:
+            s = IfThenElse(cond, then, else_)
     elif isinstance(s, Allocate):
-        s = Allocate(s.buffer, rewrite_stmt(s.body, expr_fn, stmt_fn))
+        body = rewrite_stmt(s.body, expr_fn, stmt_fn)
+        if body is not s.body:
+            s = Allocate(s.buffer, body)
     if stmt_fn is not None:
         out = stmt_fn(s)
         if out is not None:
             return out
     return s
+
+
+def _same(e: Expr) -> Expr:
+    return e
+
+
+def _changed(new: tuple[Any, ...], old: tuple[Any, ...]) -> bool:
+    return any(x is not y for x, y in zip(new, old))
 
 
 def substitute_stmt(s: Stmt, vmap: dict[Var, Expr]) -> Stmt:
