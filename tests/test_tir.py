@@ -260,3 +260,24 @@ def test_rewrite_stmt_keeps_what_did_not_change(name, pick, seed):
         if isinstance(blk, Block) and not any(var in free_vars(b) for b in blk.bindings) \
                 and (blk.predicate is None or var not in free_vars(blk.predicate)):
             assert id(blk) in kept
+
+
+@settings(max_examples=200, deadline=None)
+@given(idx=st.lists(_int_exprs(_VARS), min_size=1, max_size=3),
+       shape=st.lists(st.integers(1, 40), min_size=3, max_size=3),
+       his=st.lists(st.integers(0, 70), min_size=3, max_size=3))
+def test_flat_forms_match_the_row_major_tree(idx, shape, his):
+    """``flat_affine`` and ``simplify_flat`` fold a buffer's row-major offset without
+    building its tree: the same terms in the same order as ``affine`` and ``simplify`` of
+    ``Buffer.flat_index``, affine or not."""
+    from tensortune.tir.arith import affine, flat_affine, simplify_flat
+
+    buf = Buffer("t", tuple(shape[: len(idx)]))
+    tree = buf.flat_index(tuple(idx))
+    want = affine(tree)
+    got = flat_affine(buf.shape, tuple(idx))
+    assert (got is None) == (want is None)
+    if got is not None and want is not None:
+        assert list(got[0].items()) == list(want[0].items()) and got[1] == want[1]
+    ranges = {v: (0, h) for v, h in zip(_VARS, his)}
+    assert str(simplify_flat(buf.shape, tuple(idx), ranges)) == str(simplify(tree, ranges))

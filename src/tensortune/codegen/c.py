@@ -18,7 +18,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..tir.arith import Ranges, bound, simplify
+from ..tir.arith import Ranges, bound, simplify_flat
 from ..tir.expr import (
     BinOp,
     BufferLoad,
@@ -194,7 +194,7 @@ class CEmitter:
         return c_ident(self.namer(v))
 
     def flat(self, buf: Buffer, indices: tuple[Expr, ...]) -> Expr:
-        return simplify(buf.flat_index(indices), self.ranges)
+        return simplify_flat(buf.shape, indices, self.ranges)
 
     def expr(self, e: Expr) -> str:
         if isinstance(e, Var):

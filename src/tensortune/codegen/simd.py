@@ -17,7 +17,7 @@ Example (the inner loops of a register-tiled matmul)::
 
 from __future__ import annotations
 
-from ..tir.arith import affine, linear_parts, simplify
+from ..tir.arith import affine, linear_parts, simplify, simplify_flat
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
@@ -369,11 +369,11 @@ def _tile_accesses(s: Stmt, b: Buffer, vec: For | None = None):
     exprs: list[Expr] = []
     if isinstance(s, BufferStore):
         if s.buffer is b:
-            yield simplify(b.flat_index(s.indices)), vec
+            yield simplify_flat(b.shape, s.indices), vec
         exprs = [*s.indices, s.value]
     elif isinstance(s, IfThenElse):
         exprs = [s.cond]
     for e in exprs:
         for sub in iter_exprs(e):
             if isinstance(sub, BufferLoad) and sub.buffer is b:
-                yield simplify(b.flat_index(sub.indices)), vec
+                yield simplify_flat(b.shape, sub.indices), vec

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..codegen.lower import flatten_blocks
 from ..codegen.target import Target
-from ..tir.arith import affine
+from ..tir.arith import affine, flat_affine
 from ..tir.expr import BinOp, BufferLoad, Call
 from ..tir.functor import iter_exprs, walk_with_loops
 from ..tir.stmt import PRAGMA_UNROLL, Allocate, BufferStore, For, ForKind, PrimFunc
@@ -53,7 +53,7 @@ def _store_vector(st: BufferStore, path: tuple[For, ...], loads: list[BufferLoad
     strides = [0.0, 0.0, 0.0, 0.0]  # broadcast, contiguous, strided, non-affine
     footprint = [0.0, 0.0, 0.0]
     for buf, idx in [(st.buffer, st.indices)] + [(x.buffer, x.indices) for x in loads]:
-        aff = affine(buf.flat_index(idx))
+        aff = flat_affine(buf.shape, idx)
         if aff is None or inner is None:
             strides[3] += 1
             continue
@@ -139,7 +139,7 @@ def _memory_vector(st: BufferStore, loads: list[BufferLoad], path: tuple[For, ..
     around = path[r - 1] if r > 0 else None
     reduction = 0.0
     if around is not None:
-        coef = affine(st.buffer.flat_index(st.indices))
+        coef = flat_affine(st.buffer.shape, st.indices)
         reduction = 1.0 if coef is not None and coef[0].get(around.var, 0) == 0 else 0.0
     par = math.prod(lp.extent for lp in path if lp.kind == ForKind.PARALLEL)
     busy = par / (cores * -(-par // cores)) if par > 1 else 1.0 / cores

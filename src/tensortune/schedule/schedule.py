@@ -355,17 +355,21 @@ class Schedule:
                      {"candidates": list(candidates), "probs": list(probs)}, [rv], decision)
         return rv
 
-    def compute_location_candidates(self, block: BlockRV, outside: LoopRV | None = None
-                                    ) -> list[Var | None]:
+    def compute_location_candidates(self, block: BlockRV, outside: LoopRV | None = None,
+                                    upto: int | None = None) -> list[Var | None]:
         """None (stay at root) and every loop where compute_at(block, loop) is legal and
         not redundant: a loop the consumer's reads of the block's output do not move
         with would recompute the same values in each of its iterations. With
         ``outside``, only loops that enclose that loop of the consumer (a weight panel
-        copied inside the reduction loops would be copied again at every step)."""
+        copied inside the reduction loops would be copied again at every step). With
+        ``upto``, the list may end once it holds index ``upto`` (a replay knows which one
+        it takes, and each candidate costs a legality check)."""
         name = self._block(block, "sample_compute_location")
         stop = self._loop(outside, "sample_compute_location") if outside is not None else None
         blk, _ = find_block(self.func, name)
         out: list[Var | None] = [None]
+        if upto is not None and upto < 1:
+            return out
         cons = [c for b in writes(blk) for c in readers(self.func, b)]
         if not cons:
             return out
@@ -377,8 +381,11 @@ class Schedule:
                                     f"enclose block {cons[0].name}, the consumer of {name}")
             path = path[:at[0]]
         moving = access_loop_vars(con, writes(blk))
-        out += [lp.var for lp in path
-                if lp.var in moving and compute_location.can_compute_at(self.func, name, lp.var)]
+        for lp in path:
+            if lp.var in moving and compute_location.can_compute_at(self.func, name, lp.var):
+                out.append(lp.var)
+                if upto is not None and len(out) > upto:
+                    break
         return out
 
     def sample_compute_location(self, block: BlockRV, outside: LoopRV | None = None,
@@ -386,7 +393,8 @@ class Schedule:
         """A legal compute location of ``block``: ``tt.ROOT`` or a loop of its consumer
         (with ``outside``, one that encloses that loop); the decision is an index into
         ``compute_location_candidates``."""
-        cands = self.compute_location_candidates(block, outside)
+        lazy = type(decision) is int and decision >= 0   # else the whole list, for the error
+        cands = self.compute_location_candidates(block, outside, decision if lazy else None)
         if decision is None:
             decision = self.rng.randrange(len(cands))
         decision = sampling.check_categorical(decision, len(cands), "sample_compute_location")

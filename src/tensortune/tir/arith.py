@@ -59,6 +59,50 @@ def _affine(e: Expr) -> Affine | None:
     return None
 
 
+def flat_affine(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Affine | None:
+    """``affine(Buffer.flat_index(indices))`` for a buffer of ``shape``, without building
+    the row-major tree: the same terms in the same order (the C emitter and the features
+    ask it of every access, and the tree was built only to be folded again).
+
+    Example:
+        >>> flat_affine((8, 16), (i, j * 2 + 1))     # ({i: 16, j: 2}, 1)
+    """
+    coefs: dict[Var, int] = {}
+    c = 0
+    for idx, n in zip(indices, shape, strict=True):
+        a = affine(idx)
+        if a is None:
+            return None
+        # ``acc * n + idx``, folded as ``_affine`` folds it, zero terms dropped each step.
+        merged = {v: x * n for v, x in coefs.items() if x * n}
+        for v, x in a[0].items():
+            merged[v] = merged.get(v, 0) + x
+        coefs, c = {v: x for v, x in merged.items() if x}, c * n + a[1]
+    return coefs, c
+
+
+def canonical(aff: Affine) -> Expr:
+    """The simplest form of an affine expression, as ``simplify`` gives it (kept on the
+    node with its affine form, so the next simplify or affine of it is a lookup)."""
+    out = from_affine(*aff)
+    if out.__dict__.get("_affine", _UNSET) is _UNSET:
+        object.__setattr__(out, "_affine", aff)
+    object.__setattr__(out, "_canon", out)
+    return out
+
+
+def simplify_flat(shape: tuple[int, ...], indices: tuple[Expr, ...],
+                  ranges: Ranges | None = None) -> Expr:
+    """``simplify(Buffer.flat_index(indices), ranges)`` for a buffer of ``shape``."""
+    aff = flat_affine(shape, indices)
+    if aff is not None:
+        return canonical(aff)
+    e: Expr = IntImm(0)
+    for i, n in zip(indices, shape, strict=True):   # ``Buffer.flat_index``'s tree
+        e = BinOp("+", BinOp("*", e, IntImm(n), "int32"), i, "int32")
+    return simplify(e, ranges)
+
+
 Linear = tuple[dict[object, tuple[Expr, int]], int]
 
 
@@ -315,10 +359,7 @@ def _simplify(e: Expr, r: Ranges) -> Expr:
         return canon
     aff = affine(e)
     if aff is not None:
-        canon = from_affine(*aff)
-        if canon.__dict__.get("_affine", _UNSET) is _UNSET:
-            object.__setattr__(canon, "_affine", aff)
-        object.__setattr__(canon, "_canon", canon)
+        canon = canonical(aff)
         object.__setattr__(e, "_canon", canon)
         return canon
     # Any other tree depends on the ranges only through its own variables: its answers are
