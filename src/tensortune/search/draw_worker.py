@@ -6,6 +6,7 @@ package's copy of ``draw_pool`` under another name.
 
 from __future__ import annotations
 
+import gc
 import pickle
 import sys
 from multiprocessing.connection import Connection
@@ -13,11 +14,19 @@ from typing import Any
 
 from .draw_pool import draw_one, emit_one
 
+# The cyclic collector's thresholds in a worker. Drawing allocates IR nodes by the
+# million, and with the defaults (700, 10, 10) the collector's passes over them took a
+# fifth to a quarter of a worker's CPU (whole 64-trial logs of BMM, C2D and DENSE replayed
+# in fresh processes, RESULTS.md); the nodes are immutable and seldom in cycles, so
+# collecting less often frees the same memory later.
+GC_THRESHOLDS = (20_000, 50, 100)
+
 
 def worker_main(conn: Connection) -> None:
     from ..measure.process import serve
     from ..space import ReplayCache
 
+    gc.set_threshold(*GC_THRESHOLDS)
     func, spaces, postprocs = pickle.loads(conn.recv_bytes())
     cache = ReplayCache()
 

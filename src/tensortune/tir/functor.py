@@ -68,16 +68,17 @@ def substitute(e: Expr, vmap: dict[Var, Expr]) -> Expr:
     it is and not walked (its variables are kept on it: ``free_vars``)."""
     if not vmap:
         return e
-    keys = vmap.keys()
+    return _substitute(e, vmap)
 
-    def go(x: Expr) -> Expr:
-        if isinstance(x, Var):
-            return vmap.get(x, x)
-        if keys.isdisjoint(free_vars(x)):
-            return x
-        return map_children(x, go)
 
-    return go(e)
+def _substitute(x: Expr, vmap: dict[Var, Expr]) -> Expr:
+    # A module function, not a closure: a nested function that calls itself is a
+    # reference cycle, left for the cyclic collector at every call.
+    if isinstance(x, Var):
+        return vmap.get(x, x)
+    if vmap.keys().isdisjoint(free_vars(x)):
+        return x
+    return map_children(x, _substitute, vmap)
 
 
 def iter_exprs(e: Expr) -> Iterator[Expr]:
