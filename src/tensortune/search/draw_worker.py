@@ -15,10 +15,11 @@ from typing import Any
 from .draw_pool import draw_one, emit_one
 
 # The cyclic collector's thresholds in a worker. Drawing allocates IR nodes by the
-# million, and with the defaults (700, 10, 10) the collector's passes over them took a
-# fifth to a quarter of a worker's CPU (whole 64-trial logs of BMM, C2D and DENSE replayed
-# in fresh processes, RESULTS.md); the nodes are immutable and seldom in cycles, so
-# collecting less often frees the same memory later.
+# million; with the defaults (700, 10, 10) the collector's passes over them took about a
+# quarter of a worker's CPU (whole 64-trial logs of BMM and C2D replayed in fresh
+# processes with it on and off), and these thresholds took 10-13% off (RESULTS.md). The
+# nodes are immutable and seldom in cycles, so collecting less often frees the same
+# memory later.
 GC_THRESHOLDS = (20_000, 50, 100)
 
 
