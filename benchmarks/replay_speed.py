@@ -26,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensortune as tt  # noqa: E402
-from tensortune.codegen import Target, emit_c, lower  # noqa: E402
+from tensortune.codegen import Target  # noqa: E402
+from tensortune.measure.builder import write_c  # noqa: E402
 from tensortune.search.mutator import mutate  # noqa: E402
 from tensortune.search.search_strategy import SearchContext  # noqa: E402
 from tensortune.space import PostOrderApply  # noqa: E402
@@ -63,7 +64,8 @@ def main() -> None:
         src = hashlib.sha256()
         chosen = [c for c in cands if c is not None][: args.emit]
         for c in chosen:
-            src.update(emit_c(lower(c.sch.func), target).encode())
+            source, error = write_c(lambda c=c: c.sch.func, target)   # as the builder does
+            src.update((source or error or "").encode())
         t3 = time.perf_counter()
         print(f"{name:9s} {1e3 * (t1 - t0) / args.draws:7.1f}  "
               f"{1e3 * (t2 - t1) / max(mutants, 1):9.1f}  {h.hexdigest()[:12]}  "

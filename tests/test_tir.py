@@ -286,7 +286,7 @@ def test_flat_forms_match_the_row_major_tree(idx, shape, his):
 def test_simplify_and_substitute_leave_no_reference_cycles():
     """What ``simplify`` and ``substitute`` keep on nodes refers to other nodes, never
     back to the node itself, and ``substitute`` makes no self-referring closure: their
-    garbage is freed at once, not left to the cyclic collector (whose passes were a sixth
+    garbage is freed at once, not left to the cyclic collector (whose passes were an eighth
     to a third of a search's drawing time)."""
     import gc
 

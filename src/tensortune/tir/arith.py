@@ -18,6 +18,7 @@ import numpy as np
 
 from .expr import BinOp, Expr, FloatImm, IntImm, Not, Select, Var, as_int, is_float
 from .functor import free_vars, map_children
+from .stmt import flat_index
 
 Ranges = dict[Var, tuple[int, int]]
 Affine = tuple[dict[Var, int], int]
@@ -49,14 +50,22 @@ def _affine(e: Expr) -> Affine | None:
         if e.op == "*":
             if a[0] and b[0]:
                 return None
-            (k, (cf, c)) = (a[1], b) if not a[0] else (b[1], a)
-            return {v: x * k for v, x in cf.items() if x * k}, c * k
-        sign = 1 if e.op == "+" else -1
-        coefs = dict(a[0])
-        for v, x in b[0].items():
-            coefs[v] = coefs.get(v, 0) + sign * x
-        return {v: x for v, x in coefs.items() if x}, a[1] + sign * b[1]
+            return _scaled(b, a[1]) if not a[0] else _scaled(a, b[1])
+        return _summed(a, b, 1 if e.op == "+" else -1)
     return None
+
+
+def _scaled(a: Affine, k: int) -> Affine:
+    """``a * k``, zero terms dropped."""
+    return {v: x * k for v, x in a[0].items() if x * k}, a[1] * k
+
+
+def _summed(a: Affine, b: Affine, sign: int = 1) -> Affine:
+    """``a + sign * b``: ``a``'s terms first, then ``b``'s new ones; zero terms dropped."""
+    coefs = dict(a[0])
+    for v, x in b[0].items():
+        coefs[v] = coefs.get(v, 0) + sign * x
+    return {v: x for v, x in coefs.items() if x}, a[1] + sign * b[1]
 
 
 def flat_affine(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Affine | None:
@@ -67,18 +76,13 @@ def flat_affine(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Affine | N
     Example:
         >>> flat_affine((8, 16), (i, j * 2 + 1))     # ({i: 16, j: 2}, 1)
     """
-    coefs: dict[Var, int] = {}
-    c = 0
+    acc: Affine = ({}, 0)
     for idx, n in zip(indices, shape, strict=True):
         a = affine(idx)
         if a is None:
             return None
-        # ``acc * n + idx``, folded as ``_affine`` folds it, zero terms dropped each step.
-        merged = {v: x * n for v, x in coefs.items() if x * n}
-        for v, x in a[0].items():
-            merged[v] = merged.get(v, 0) + x
-        coefs, c = {v: x for v, x in merged.items() if x}, c * n + a[1]
-    return coefs, c
+        acc = _summed(_scaled(acc, n), a)   # ``acc * n + idx``, as ``_affine`` folds it
+    return acc
 
 
 def canonical(aff: Affine) -> Expr:
@@ -92,7 +96,7 @@ def canonical(aff: Affine) -> Expr:
 
 
 # Kept on a node for "the node itself": a node that refers to itself is a reference cycle,
-# freed only by the cyclic collector, whose passes over every new node were a sixth to a
+# freed only by the cyclic collector, whose passes over every new node were an eighth to a
 # third of a search's drawing time (BMM, C2D).
 _SELF = object()
 
@@ -103,10 +107,7 @@ def simplify_flat(shape: tuple[int, ...], indices: tuple[Expr, ...],
     aff = flat_affine(shape, indices)
     if aff is not None:
         return canonical(aff)
-    e: Expr = IntImm(0)
-    for i, n in zip(indices, shape, strict=True):   # ``Buffer.flat_index``'s tree
-        e = BinOp("+", BinOp("*", e, IntImm(n), "int32"), i, "int32")
-    return simplify(e, ranges)
+    return simplify(flat_index(shape, indices), ranges)
 
 
 Linear = tuple[dict[object, tuple[Expr, int]], int]
@@ -321,10 +322,7 @@ def _simplify_node(e: Expr, ranges: Ranges) -> Expr | None:
     if op in ("+", "-", "*"):
         aff = affine(e)
         if aff is not None:
-            out = from_affine(*aff)
-            if out.__dict__.get("_affine", _UNSET) is _UNSET:
-                object.__setattr__(out, "_affine", aff)  # its parent asks next
-            return out
+            return canonical(aff)   # with its affine form kept: its parent asks next
         lin = linear(e)
         if lin is not None and op in ("+", "-"):
             return from_linear(lin)  # cancels equal atoms: (f // 56 + 3) - f // 56 -> 3

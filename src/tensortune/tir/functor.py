@@ -49,12 +49,12 @@ def map_children(e: Expr, f: Callable[..., Expr], *args: Any) -> Expr:
         if v is not e.value:
             return Cast(e.dtype, v)
     elif isinstance(e, Call):
-        cargs = tuple(f(a, *args) for a in e.args)
-        if any(x is not y for x, y in zip(cargs, e.args, strict=True)):
+        cargs = tuple([f(a, *args) for a in e.args])
+        if _changed(cargs, e.args):
             return Call(e.name, cargs, e.dtype)
     elif isinstance(e, BufferLoad):
-        idx = tuple(f(a, *args) for a in e.indices)
-        if any(x is not y for x, y in zip(idx, e.indices, strict=True)):
+        idx = tuple([f(a, *args) for a in e.indices])
+        if _changed(idx, e.indices):
             return BufferLoad(e.buffer, idx)
     elif isinstance(e, Reduce):
         src = f(e.source, *args)

@@ -56,12 +56,7 @@ class Buffer:
 
     def flat_index(self, indices: tuple[Expr, ...]) -> Expr:
         """The row-major offset of ``indices`` (unsimplified)."""
-        from .expr import BinOp, IntImm
-
-        e: Expr = IntImm(0)
-        for i, n in zip(indices, self.shape, strict=True):
-            e = BinOp("+", BinOp("*", e, IntImm(n), "int32"), i, "int32")
-        return e
+        return flat_index(self.shape, indices)
 
     def __getitem__(self, idx: Any) -> Expr:
         from .expr import BufferLoad, const
@@ -69,6 +64,16 @@ class Buffer:
         if not isinstance(idx, tuple):
             idx = (idx,)
         return BufferLoad(self, tuple(const(i) for i in idx))
+
+
+def flat_index(shape: tuple[int, ...], indices: tuple[Expr, ...]) -> Expr:
+    """The row-major offset of ``indices`` into an array of ``shape`` (unsimplified)."""
+    from .expr import BinOp, IntImm
+
+    e: Expr = IntImm(0)
+    for i, n in zip(indices, shape, strict=True):
+        e = BinOp("+", BinOp("*", e, IntImm(n), "int32"), i, "int32")
+    return e
 
 
 class Stmt:
