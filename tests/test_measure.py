@@ -2,6 +2,9 @@
 forever, writes NaN, writes wrong values or fails to compile is reported with the right
 kind, and the runner keeps working afterwards."""
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -109,8 +112,27 @@ def test_compile_timeout_is_reported():
     huge = _kernel(GOOD) + "\n".join(
         f"float f{i}(float x) {{ return x * {i}.0f + f{i - 1}(x); }}" if i else
         "float f0(float x) { return x; }" for i in range(4000))
+    tmp = Path(tempfile.gettempdir())
+    before = set(tmp.glob("cc*.s"))
     res = LocalBuilder(timeout=0.05).build([BuildInput(FUNC, huge)])[0]
     assert res.error_kind == "timeout" and "did not finish" in res.error_msg
+    # The whole compiler is stopped, cc1 included, and leaves no assembly file behind.
+    src = res.error_msg.split("source kept at ")[1].rstrip(")")
+    assert _processes_reading(src) == []
+    assert set(tmp.glob("cc*.s")) - before == set()
+
+
+def _processes_reading(path: str) -> list[int]:
+    """Pids whose command line names ``path`` (cc1 gets the source as an argument)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:         # not a process, or one that ended meanwhile
+            continue
+        if path.encode() in args:
+            pids.append(int(proc.name))
+    return pids
 
 
 def test_cache_flush_timing(data):

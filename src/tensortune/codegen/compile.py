@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -46,17 +47,40 @@ def compile_source(source: str, target: Target, cache_dir: Path | None = None,
     # Build under a temporary name and rename: concurrent builders never see half a file.
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)
     os.close(fd)
-    cmd = [target.cc, *target.flags, "-std=gnu99", "-shared", "-fPIC", "-o", tmp, str(src),
-           "-lm"]
+    # -pipe: cc1 hands its assembly to as through a pipe, not a temporary file, so a
+    # build killed on its timeout leaves no file behind; the output is the same.
+    cmd = [target.cc, *target.flags, "-std=gnu99", "-pipe", "-shared", "-fPIC", "-o", tmp,
+           str(src), "-lm"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        returncode, stderr = _run_group(cmd, timeout)
     except subprocess.TimeoutExpired as e:
         os.unlink(tmp)
         raise BuildError(f"the C compiler did not finish within {timeout:.0f} s "
                          f"(source kept at {src})") from e
-    if proc.returncode != 0:
+    if returncode != 0:
         os.unlink(tmp)
-        err = "\n".join(proc.stderr.splitlines()[:30])
+        err = "\n".join(stderr.splitlines()[:30])
         raise BuildError(f"the C compiler failed on {src}:\n{err}")
     os.replace(tmp, lib)
     return lib
+
+
+def _run_group(cmd: list[str], timeout: float) -> tuple[int, str]:
+    """Run ``cmd`` in a process group of its own; on timeout kill the whole group.
+
+    The driver ``gcc`` runs ``cc1``, ``as`` and ``ld`` as its children. Killing only the
+    driver (what ``subprocess.run`` does) leaves ``cc1`` running on a core for as long as
+    it takes, beside the candidates that come after it.
+    """
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:      # the group ended between the timeout and the kill
+            pass
+        proc.communicate()
+        raise
+    return proc.returncode, stderr
