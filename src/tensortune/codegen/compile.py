@@ -48,9 +48,12 @@ def compile_source(source: str, target: Target, cache_dir: Path | None = None,
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)
     os.close(fd)
     # -pipe: cc1 hands its assembly to as through a pipe, not a temporary file, so a
-    # build killed on its timeout leaves no file behind; the output is the same.
-    cmd = [target.cc, *target.flags, "-std=gnu99", "-pipe", "-shared", "-fPIC", "-o", tmp,
-           str(src), "-lm"]
+    # build killed on its timeout leaves no file behind. The source declares the C
+    # library functions it calls (codegen/c.py); one it missed would be taken to return
+    # int, hence the error. Neither flag changes what a program that builds compiles to.
+    cmd = [target.cc, *target.flags, "-std=gnu99", "-pipe",
+           "-Werror=implicit-function-declaration", "-shared", "-fPIC", "-o", tmp, str(src),
+           "-lm"]
     try:
         returncode, stderr = _run_group(cmd, timeout)
     except subprocess.TimeoutExpired as e:
