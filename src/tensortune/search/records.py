@@ -29,7 +29,7 @@ from ..schedule import Schedule
 from ..tir.stmt import PrimFunc
 
 # The shortest timing loop of a re-timing: the runner's default, although the search
-# times its candidates in 10 ms loops (``tune.SEARCH_REPEAT_MS``). Re-timing decides
+# times its candidates in 5 ms loops (``tune.SEARCH_REPEAT_MS``). Re-timing decides
 # which record a run returns, and costs a fixed 25 runs per run.
 RETIME_REPEAT_MS = MIN_REPEAT_MS
 

@@ -114,12 +114,14 @@ def _strategy(strategy: str | SearchStrategy, cost_model: Any) -> SearchStrategy
 BARREN_BATCHES = 8
 # Rounds of stand-ins a step asks for when candidates of its batch were such.
 REFILLS = 2
-# A search candidate's three timings each loop for at least this long. 10 ms, not the
-# runner's 20: over eight alternating rounds of the best records of BMM, DENSE, C2D and
-# GMM, the spread of a candidate's median was no wider (coefficient of variation 0.7-2.3%
-# against 1.2-5.6%), and a trial took 23-36 ms less (RESULTS.md). The re-timing of the
-# best at the end keeps 20 ms (``records.RETIME_REPEAT_MS``).
-SEARCH_REPEAT_MS = 10.0
+# A search candidate's three timings each loop for at least this long. 5 ms: over twelve
+# alternating rounds of the best records of ten workloads, the spread of a candidate's
+# median was about that of 10 ms loops (coefficient of variation 0.7-13.2% against
+# 0.3-10.5%, the host's noise), and 128-trial C1D runs made 13-17% more trials per
+# second with the same best found (RESULTS.md). Short loops read some kernels faster
+# (GMM's by 8%), alike for a workload's candidates. The re-timing of the best at the end
+# keeps 20 ms (``records.RETIME_REPEAT_MS``), and that picks the record a run returns.
+SEARCH_REPEAT_MS = 5.0
 
 
 class TuningTask:
@@ -346,7 +348,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     A candidate whose first timing is over ``early_stop`` times the best latency so far is
     timed once, not the runner's ``repeat`` times (to be the best its first timing would
     have to read 1.5x slow, and the load guard keeps busy spells out of timings). Each
-    timing is a loop of at least ``SEARCH_REPEAT_MS`` (10 ms). At the end the
+    timing is a loop of at least ``SEARCH_REPEAT_MS`` (5 ms). At the end the
     ``retime_top`` fastest records are timed again in 20 ms loops, in alternating rounds,
     and each keeps its quietest timing (``TuningTask.retime``; 0 leaves them as measured).
     Before this run has measured anything, its cost model ranks candidates with a model
