@@ -324,32 +324,31 @@ def test_compute_location_outside_a_loop():
     _raises(d, lambda: d.sample_compute_location(d_pack, lone), "does not enclose block C")
 
 
+def _packed_reordered():
+    """A schedule whose packed read of C's second input has three compute locations."""
+    sch = _sch()
+    pack = sch.cache_read(sch.get_block("C"), 1, "global")
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.reorder(j, k, i)
+    return sch, pack
+
+
 def test_a_replayed_compute_location_checks_only_up_to_its_index():
     """A decision given, the candidates are checked only up to its index: each index
     picks what the whole list holds there, and an index past the end is refused with the
     whole list's length."""
     from tensortune.schedule import LoopRV
 
-    sch = _sch()
-    c = sch.get_block("C")
-    pack = sch.cache_read(c, 1, "global")
-    i, j, k = sch.get_loops(c)
-    sch.reorder(j, k, i)
+    sch, pack = _packed_reordered()
     every = sch.compute_location_candidates(pack)
     assert len(every) == 3
     for n in range(3):
         assert sch.compute_location_candidates(pack, upto=n) == every[:n + 1]
-        s = _sch()
-        s_pack = s.cache_read(s.get_block("C"), 1, "global")
-        si, sj, sk = s.get_loops(s.get_block("C"))
-        s.reorder(sj, sk, si)
+        s, s_pack = _packed_reordered()
         loc = s._get(s.sample_compute_location(s_pack, decision=n), LoopRV, "t")
         want = every[n]
         assert (None if loc is None else loc.name) == (None if want is None else want.name)
-    s = _sch()
-    s_pack = s.cache_read(s.get_block("C"), 1, "global")
-    si, sj, sk = s.get_loops(s.get_block("C"))
-    s.reorder(sj, sk, si)
+    s, s_pack = _packed_reordered()
     _raises(s, lambda: s.sample_compute_location(s_pack, decision=3), r"\[0, 3\)")
 
 
