@@ -249,6 +249,25 @@ def _db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache(args: argparse.Namespace) -> int:
+    from tensortune.codegen.compile import default_cache_dir
+    from tensortune.codegen.kernel_cache import clear, max_bytes, prune, usage
+
+    cache, limit = default_cache_dir(), max_bytes()
+    if args.action == "clear":
+        gone = clear(cache)
+        print(f"deleted {gone.entries} kernels ({gone.bytes / 2**20:.1f} MiB) from {cache}")
+    elif args.action == "prune":
+        gone = prune(cache, limit)
+        print(f"deleted {gone.entries} kernels ({gone.bytes / 2**20:.1f} MiB) from {cache}, "
+              f"the least recently used")
+    now = usage(cache)
+    print(f"{cache}: {now.entries} kernels, {now.bytes / 2**20:.1f} MiB of "
+          f"{limit / 2**20:.0f} MiB (set TENSORTUNE_KERNEL_CACHE_MB to change; each tuning "
+          f"run prunes to it when it ends)")
+    return 0
+
+
 def _example(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -317,6 +336,10 @@ def main(argv: list[str] | None = None) -> int:
     db.add_argument("file", nargs="?", default="records.jsonl")
     db.add_argument("--db", default="tuning.db")
     db.set_defaults(fn=_db)
+    cache = sub.add_parser("cache", help="the compiled-kernel cache: its size, or prune or "
+                           "clear it")
+    cache.add_argument("action", nargs="?", default="info", choices=["info", "prune", "clear"])
+    cache.set_defaults(fn=_cache)
     ex = sub.add_parser("example", help="schedule, build, check and time a matmul by hand")
     ex.add_argument("--size", type=int, default=512)
     ex.add_argument("--show", action="store_true", help="print the trace and loop nest")

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import BuildError
+from .kernel_cache import touch
 from .target import Target
 
 
@@ -41,6 +42,7 @@ def compile_source(source: str, target: Target, cache_dir: Path | None = None,
     key = source_key(source, target)
     lib = cache / f"{key}.so"
     if lib.exists():
+        touch(lib)      # used now: the cache's pruning keeps it longest
         return lib
     src = cache / f"{key}.c"
     src.write_text(source)

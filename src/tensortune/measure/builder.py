@@ -19,6 +19,8 @@ from functools import cached_property
 from pathlib import Path
 
 from ..codegen import Target, compile_source, emit_c, lower
+from ..codegen.compile import default_cache_dir
+from ..codegen.kernel_cache import CacheUsage, max_bytes, prune
 from ..errors import BuildError
 from ..tir.stmt import PrimFunc
 from ..tir.verify import verify
@@ -83,6 +85,7 @@ class LocalBuilder:
         self.max_workers = max_workers or self.target.cores
         self.timeout = timeout
         self.cache_dir = cache_dir
+        self.cache_limit = max_bytes()      # read now: a bad setting fails before a run
 
     def _one(self, inp: BuildInput) -> BuildResult:
         t0 = time.perf_counter()
@@ -111,3 +114,8 @@ class LocalBuilder:
         with ThreadPoolExecutor(self.max_workers) as pool:
             done = dict(zip(order, pool.map(self._one, [inputs[i] for i in order])))
         return [done[i] for i in range(len(inputs))]
+
+    def prune_cache(self) -> CacheUsage:
+        """Prune the kernel cache to its limit (``codegen.kernel_cache``), least recently
+        used first; returns what was deleted."""
+        return prune(self.cache_dir or default_cache_dir(), self.cache_limit)

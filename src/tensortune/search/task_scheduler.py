@@ -205,4 +205,5 @@ class TaskScheduler:
                 if st.tuner is not None and st.new_trials and self.retime_top > 1:
                     st.tuner.retime(builder, runner, self.retime_top)
                     st.best_latency = st.tuner.best_latency
+        builder.prune_cache()
         return self.states

@@ -364,7 +364,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     None takes one per core when there are two or more and ``trials`` is at least 32
     (starting two and their first draw took 0.25 s here), 0 proposes in this process.
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
-    and around the re-timing ("retiming", then "retimed" with the best after it)."""
+    and around the re-timing ("retiming", then "retimed" with the best after it).
+    When it ends, the kernel cache is pruned to its limit (``codegen.kernel_cache``)."""
     tgt = target or Target.host()
     db = _open(database)
     if draw_workers is None:
@@ -398,6 +399,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
             report(None, "retiming")
             task.retime(builder, runner, retime_top)
             report(None, "retimed")
+    builder.prune_cache()
     result.trials, result.errors, result.history = task.trials, task.errors, task.history
     result.seconds = time.perf_counter() - t0
     result.waited = task.guard.waited if task.guard is not None else 0.0
