@@ -310,3 +310,20 @@ def test_simplify_and_substitute_leave_no_reference_cycles():
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_simplified_expressions_survive_pickling():
+    """Nodes reach the draw workers pickled, with the marks simplify keeps on them: a
+    mark must stay the module's marker there, not become an object taken for an
+    expression (a T2D search once failed printing one)."""
+    import pickle
+
+    from tensortune.tir.printer import expr_str
+
+    x, y = Var("x"), Var("y")
+    for e in (x * 4 + y * 2 + 3, (x + 1) // 2 + y % 3):
+        s = simplify(e, {x: (0, 7), y: (0, 5)})
+        simplify(s, {x: (0, 7), y: (0, 5)})          # a second visit keeps its mark
+        back = pickle.loads(pickle.dumps(s))
+        again = simplify(back, {x: (0, 7), y: (0, 5)})
+        assert expr_str(again, str) == expr_str(s, str)

@@ -35,7 +35,20 @@ def affine(e: Expr) -> Affine | None:
     return memo
 
 
-_UNSET = object()
+class _Sentinel:
+    """A marker kept on IR nodes that stays itself through pickling: nodes go to the draw
+    workers pickled, and a plain ``object()`` would arrive as a new object there, which
+    the ``is`` tests below would take for an expression (the printer then met a bare
+    object in a T2D search)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __reduce__(self) -> str:
+        return self.name        # pickled by reference to the module's global
+
+
+_UNSET = _Sentinel("_UNSET")
 
 
 def _affine(e: Expr) -> Affine | None:
@@ -98,7 +111,7 @@ def canonical(aff: Affine) -> Expr:
 # Kept on a node for "the node itself": a node that refers to itself is a reference cycle,
 # freed only by the cyclic collector, whose passes over every new node were an eighth to a
 # third of a search's drawing time (BMM, C2D).
-_SELF = object()
+_SELF = _Sentinel("_SELF")
 
 
 def simplify_flat(shape: tuple[int, ...], indices: tuple[Expr, ...],
