@@ -65,9 +65,9 @@ SCHED_PRAGMA = '#pragma GCC optimize ("schedule-insns", "sched-pressure")'
 
 def _libc_declarations() -> str:
     """What the kernels use of <stdint.h>, <stdlib.h>, <string.h> and <math.h>, declared
-    rather than included: gcc parses those four headers in about 10 ms, 5-6% of a small
-    kernel's build (C1D: 23.4 -> 22.1 s of gcc CPU over a run's 128 sources), and every
-    one of those kernels compiled to the same instructions (RESULTS.md). The math
+    rather than included: gcc parses those four headers in about 10 ms, 4-5% of a small
+    kernel's build (C1D: 23.2-25.3 -> 22.7-22.8 s of gcc CPU over a run's 128 sources),
+    and 94 drawn programs of 14 workloads compiled to the same instructions (RESULTS.md). The math
     functions are the builtins gcc knows by these names, so they keep their meaning."""
     calls = []
     for name in (*MATH_FUNCS, "fmod"):        # fmod: a float ``%``

@@ -2,8 +2,8 @@
 first.
 
 Every candidate a search builds leaves its C and its shared library in the cache
-(``compile.compile_source``), some 50-100 KB a kernel: a 256-trial run adds 10-30 MB,
-and a machine that tunes often gathers gigabytes. An entry is only a shortcut (a
+(``compile.compile_source``): this machine's cache held 820 MB in 37,656 files, about
+44 KB a kernel, before it had a limit. An entry is only a shortcut (a
 missing one is built again from its source), so ``tune`` prunes the cache to
 ``max_bytes()`` when it ends: the entries used longest ago go first, and nothing used
 in the last ``KEEP_RECENT_S`` seconds, which another tuning process may be about to
@@ -99,9 +99,10 @@ def prune(cache: Path, limit: int, keep_recent_s: float = KEEP_RECENT_S) -> Cach
     removed, freed = 0, 0
     for path in temps:
         try:
-            if now - path.stat().st_mtime > STALE_TEMP_S:
-                freed += path.stat().st_size
+            st = path.stat()
+            if now - st.st_mtime > STALE_TEMP_S:
                 path.unlink()
+                freed += st.st_size
         except OSError:
             pass
     total = sum(size for _, size, _ in entries.values())

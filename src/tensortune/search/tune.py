@@ -118,8 +118,9 @@ REFILLS = 2
 # alternating rounds of the best records of ten workloads, the spread of a candidate's
 # median was about that of 10 ms loops (coefficient of variation 0.7-13.2% against
 # 0.3-10.5%, the host's noise), and 128-trial C1D runs made 13-17% more trials per
-# second with the same best found (RESULTS.md). Short loops read some kernels faster
-# (GMM's by 8%), alike for a workload's candidates. The re-timing of the best at the end
+# second, their best found moving both ways by up to 7%, as between seeds (RESULTS.md).
+# Short loops read some kernels faster (GMM's by 7-10%), alike for a workload's
+# candidates. The re-timing of the best at the end
 # keeps 20 ms (``records.RETIME_REPEAT_MS``), and that picks the record a run returns.
 SEARCH_REPEAT_MS = 5.0
 
