@@ -365,18 +365,64 @@ def _small(s: Stmt, times: int, budget: int = UNROLL_BUDGET) -> bool:
 
 def unroll_pragma_applies(loop: For, depth: int) -> bool:
     """Whether ``pragma_unroll=depth`` on ``loop``, as scheduled (before lowering), may
-    reach the C: a depth of 0 asks nothing, and the emitter gives no pragma to a loop
-    whose lowered body has more statements than its budget allows (``_small``). The
-    body is counted from below: each block becomes at least one statement and each loop
-    of more than one iteration stays a loop, while unit loops vanish. So a False here
-    is always the emitter's answer too; ParallelVectorizeUnroll annotates only loops
-    where this holds, and unroll depths the C would not show are one program, not
-    several of the same kernel."""
-    from ..tir.functor import walk
+    reach the C: a depth of 0 asks nothing, lowering drops a unit loop with its
+    annotations, and the emitter gives no pragma to a loop whose lowered body has more
+    statements than its budget allows (``_small``). The lowered body is counted from
+    below (``_least_lowered``), so a False here is always the emitter's answer too.
+    ParallelVectorizeUnroll annotates only loops where this holds: unroll depths the C
+    would not show are one program, not several candidates that build the same kernel
+    (in a 256-trial GRP search 97 of 353 candidates wrote C already written, most of
+    them a depth on a unit loop or on a loop around an expanded register tile)."""
+    if depth <= 0 or (loop.extent == 1 and not loop.annotation(SCHED_PRESSURE)):
+        return False
+    return _least_lowered(loop.body) * depth <= UNROLL_BUDGET
 
-    least = sum(1 for x in walk(loop.body)
-                if isinstance(x, Block) or (isinstance(x, For) and x.extent > 1))
-    return depth > 0 and least * depth <= UNROLL_BUDGET
+
+def _least_lowered(s: Stmt) -> int:
+    """A lower bound on the statements ``walk`` finds in ``s`` after ``lower``: blocks
+    become stores, loops marked unrolled whose expansion ``lower`` allows become copies
+    of their body, unit loops vanish. An init's guard and any other condition may fold
+    to false in a copy, so what they guard counts nothing. A block's predicate counts as
+    true: where it is false for a whole loop (a tail that ``partition_loops`` splits off)
+    the block is dead code there, and the emitter's pragma goes on the loop's other
+    piece, where it holds."""
+    from .lower import LOOP_WEIGHT, MAX_UNROLL
+
+    def flat_size(x: Stmt) -> int:   # lower._size of the flattened tree, exactly
+        if isinstance(x, For):
+            inner = flat_size(x.body)
+            return inner * x.extent if x.kind == ForKind.UNROLLED else inner + LOOP_WEIGHT
+        if isinstance(x, Seq):
+            return sum(flat_size(y) for y in x.stmts)
+        if isinstance(x, IfThenElse):
+            return flat_size(x.then) + (0 if x.else_ is None else flat_size(x.else_))
+        if isinstance(x, Allocate):
+            return flat_size(x.body)
+        if isinstance(x, Block):
+            return flat_size(x.body) + (0 if x.init is None else flat_size(x.init))
+        return 1
+
+    def least(x: Stmt) -> int:
+        if isinstance(x, For):
+            inner = least(x.body)
+            if x.kind == ForKind.UNROLLED and not x.annotations \
+                    and x.extent * flat_size(x.body) <= MAX_UNROLL:
+                return x.extent * inner
+            if x.extent == 1 and x.kind != ForKind.PARALLEL and not x.annotation(SCHED_PRESSURE):
+                return inner
+            return inner + 1 if inner else 0   # a loop whose body folds away goes too
+        if isinstance(x, Seq):
+            return sum(least(y) for y in x.stmts)
+        if isinstance(x, Allocate):
+            inner = least(x.body)
+            return inner + 1 if inner else 0
+        if isinstance(x, Block):
+            return least(x.body)
+        if isinstance(x, IfThenElse):
+            return 0
+        return 1
+
+    return least(s)
 
 
 def wants_sched_pressure(s: Stmt) -> bool:
