@@ -138,7 +138,9 @@ def test_a_candidate_whose_c_fails_in_a_worker_is_a_codegen_record(tmp_path):
         batch = task.strategy.generate(3)
         batch[1].trace_json = batch[1].trace_json.replace('"split"', '"no_such_primitive"')
         with LocalRunner() as runner:
-            recs = task._measure(LocalBuilder(task.target), runner, batch, None)
+            builder = LocalBuilder(task.target)
+            recs = task._measure(builder, runner, batch, task._emit(batch, builder.target),
+                                 None)
     finally:
         task.close()
     assert [r.error_kind for r in recs] == [None, "codegen", None]

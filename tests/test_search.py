@@ -492,7 +492,8 @@ def test_a_program_whose_c_was_timed_is_not_a_trial(tmp_path, workers):
 def test_stand_ins_replace_candidates_whose_c_was_timed(tmp_path):
     """A batch of two whose second candidate is the first's kernel (its unroll depth
     on a parallel loop never reaches the C): the step asks its strategy for one stand-in
-    and measures it, so the batch still brings two trials."""
+    and measures it, so the batch still brings two trials. The stand-in is built in the
+    same builder call as the batch (one call, two sources: the twin's C is built once)."""
     from tensortune.measure import LocalBuilder, LocalRunner
     from tensortune.search import SearchStrategy
     from tensortune.search.search_strategy import Candidate
@@ -521,12 +522,21 @@ def test_stand_ins_replace_candidates_whose_c_was_timed(tmp_path):
             self.asked.append(n)
             return [other]
 
+    class Counted(LocalBuilder):
+        calls: list[int] = []
+
+        def build(self, inputs):
+            self.calls.append(len(inputs))
+            return super().build(inputs)
+
     strategy = Scripted()
     task = TuningTask(f, Database(tmp_path / "t.db"), tt.Target.host(), strategy=strategy,
                       load_guard=False)
+    builder = Counted(task.target)
     with LocalRunner() as runner:
-        recs = task.step(LocalBuilder(task.target), runner, 2)
+        recs = task.step(builder, runner, 2)
     assert (task.trials, task.twins, strategy.asked) == (2, 1, [1])
+    assert builder.calls == [2]
     assert [r.program for r in recs] == [first.program, twin.program, other.program]
     assert recs[1].latencies == recs[0].latencies and all(r.ok for r in recs)
 
