@@ -322,30 +322,3 @@ def test_an_unroll_depth_counts_the_register_tile_lowering_expands():
         sch, k1 = _gmm_tiled(k_inner=4, i_tile=8)
         sch.annotate(k1, "pragma_unroll", depth)
         assert ("#pragma GCC unroll" in emit_c(lower(sch.func), TARGET)) == shown
-
-
-def test_a_compute_location_inside_a_unit_loop_is_recorded_as_the_one_around_it():
-    """C1D's n has one iteration and lowering drops it: the pad computed inside n is the
-    pad at the root, so a draw or a mutant that picks n is recorded as the root (one
-    program, one C); z, rc and rx each place the pad elsewhere and stay as drawn."""
-    from tensortune.codegen import emit_c, lower
-    from tensortune.reference import check_close, evaluate, random_inputs
-
-    f = tt.workloads.get("c1d", small=True)
-
-    def placed(decision: int) -> tt.Schedule:
-        sch = tt.Schedule(f)
-        pad = sch.get_block("pad")
-        sch.compute_at(pad, sch.sample_compute_location(pad, decision=decision))
-        return sch
-
-    scheds = [placed(d) for d in range(5)]
-    assert [next(iter(s.trace.decisions.values())) for s in scheds] == [0, 0, 2, 3, 4]
-    assert scheds[1].func.structural_hash() == scheds[0].func.structural_hash()
-    sources = [emit_c(lower(s.func), TARGET) for s in scheds]
-    assert len(set(sources)) == 4
-    # The trace replays as recorded, and the kernel computes the convolution.
-    again = tt.Schedule.from_trace(f, scheds[1].trace.as_json())
-    assert again.func.structural_hash() == scheds[0].func.structural_hash()
-    ins = random_inputs(f)
-    check_close(tt.build(scheds[1])(*ins), evaluate(f, ins)[0])

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import ScheduleError, check
 from ..tir.expr import Var
-from ..tir.stmt import SCHED_PRESSURE, Buffer, For, ForKind, PrimFunc
+from ..tir.stmt import Buffer, ForKind, PrimFunc
 from ..tir.verify import verify as _verify
 from . import cache, compute_location, inline, loops, reduction, sampling
 from .index_map import IndexMap
@@ -364,20 +364,15 @@ class Schedule:
         copied inside the reduction loops would be copied again at every step). With
         ``upto``, the list may end once it holds index ``upto`` (a replay knows which one
         it takes, and each candidate costs a legality check)."""
-        return self._locations(block, outside, upto)[0]
-
-    def _locations(self, block: BlockRV, outside: LoopRV | None, upto: int | None
-                   ) -> tuple[list[Var | None], list[For]]:
-        """``compute_location_candidates`` and the consumer's loops they were taken from."""
         name = self._block(block, "sample_compute_location")
         stop = self._loop(outside, "sample_compute_location") if outside is not None else None
         blk, _ = find_block(self.func, name)
         out: list[Var | None] = [None]
         if upto is not None and upto < 1:
-            return out, []
+            return out
         cons = [c for b in writes(blk) for c in readers(self.func, b)]
         if not cons:
-            return out, []
+            return out
         con, path = find_block(self.func, cons[0].name)
         if stop is not None:
             at = [i for i, lp in enumerate(path) if lp.var is stop]
@@ -391,7 +386,7 @@ class Schedule:
                 out.append(lp.var)
                 if upto is not None and len(out) > upto:
                     break
-        return out, list(path)
+        return out
 
     def sample_compute_location(self, block: BlockRV, outside: LoopRV | None = None,
                                 decision: int | None = None) -> LoopRV:
@@ -399,37 +394,16 @@ class Schedule:
         (with ``outside``, one that encloses that loop); the decision is an index into
         ``compute_location_candidates``."""
         lazy = type(decision) is int and decision >= 0   # else the whole list, for the error
-        cands, path = self._locations(block, outside, decision if lazy else None)
+        cands = self.compute_location_candidates(block, outside, decision if lazy else None)
         if decision is None:
             decision = self.rng.randrange(len(cands))
         decision = sampling.check_categorical(decision, len(cands), "sample_compute_location")
-        decision = _outermost_alike(cands, path, decision)
         # Root or not, the result is a fresh LoopRV: replayed with another decision, the
         # compute_at that uses it must follow the new location.
         out: LoopRV = self._new(LoopRV, cands[decision])
         self._record("sample_compute_location", [block] if outside is None else
                      [block, outside], {}, [out], decision)
         return out
-
-
-def _outermost_alike(cands: list[Var | None], path: list[For], decision: int) -> int:
-    """The first compute location that lowers to the same program as ``cands[decision]``:
-    a loop of one iteration that lowering drops (not parallel, not kept for gcc's
-    scheduling pragma), directly inside the previous candidate (or outermost, after the
-    root), places the block where that candidate does. A draw or a mutant that picks
-    it is recorded as the outer one, so the two are one program: in a 128-trial C1D
-    search, 10 of 18 candidates whose C was already timed were the pad placed inside
-    the unit loop ``n_1`` instead of at ``z_0`` around it."""
-    at = {lp.var: k for k, lp in enumerate(path)}
-    while decision > 0:
-        k = at[cands[decision]]   # type: ignore[index]
-        lp = path[k]
-        outer = path[k - 1].var if k > 0 else None
-        if lp.extent != 1 or lp.kind == ForKind.PARALLEL or lp.annotation(SCHED_PRESSURE) \
-                or cands[decision - 1] is not outer:
-            break
-        decision -= 1
-    return decision
 
 
 # The primitives' documentation (with the loop nest before and after) lives beside their
