@@ -281,7 +281,7 @@ def test_unroll_pragmas_still_reach_small_loop_bodies():
 
 def _gmm_tiled(k_inner: int, i_tile: int) -> tuple[tt.Schedule, object]:
     """A small GMM with k split (k_1 of ``k_inner``) and a register tile of ``i_tile``
-    rows, unrolled, with a vector of j, under k_1: the loop an unroll depth goes on."""
+    rows, unrolled, under k_1: the loop an unroll depth goes on."""
     f = tt.workloads.get("gmm", M=32, N=32, K=16)
     sch = tt.Schedule(f)
     c = sch.get_block("C")

@@ -388,27 +388,13 @@ def _least_lowered(s: Stmt) -> int:
     true: where it is false for a whole loop (a tail that ``partition_loops`` splits off)
     the block is dead code there, and the emitter's pragma goes on the loop's other
     piece, where it holds."""
-    from .lower import LOOP_WEIGHT, MAX_UNROLL
-
-    def flat_size(x: Stmt) -> int:   # lower._size of the flattened tree, exactly
-        if isinstance(x, For):
-            inner = flat_size(x.body)
-            return inner * x.extent if x.kind == ForKind.UNROLLED else inner + LOOP_WEIGHT
-        if isinstance(x, Seq):
-            return sum(flat_size(y) for y in x.stmts)
-        if isinstance(x, IfThenElse):
-            return flat_size(x.then) + (0 if x.else_ is None else flat_size(x.else_))
-        if isinstance(x, Allocate):
-            return flat_size(x.body)
-        if isinstance(x, Block):
-            return flat_size(x.body) + (0 if x.init is None else flat_size(x.init))
-        return 1
+    from .lower import MAX_UNROLL, _size
 
     def least(x: Stmt) -> int:
         if isinstance(x, For):
             inner = least(x.body)
             if x.kind == ForKind.UNROLLED and not x.annotations \
-                    and x.extent * flat_size(x.body) <= MAX_UNROLL:
+                    and x.extent * _size(x.body) <= MAX_UNROLL:
                 return x.extent * inner
             if x.extent == 1 and x.kind != ForKind.PARALLEL and not x.annotation(SCHED_PRESSURE):
                 return inner

@@ -245,7 +245,9 @@ def simplify_stmt(s: Stmt, ranges: Ranges | None = None,
 
 def _size(s: Stmt) -> int:
     """Statements after expanding every unrolled loop, loops weighted (what explicit
-    unrolling costs in compile time: 512 copies of a small loop once took gcc 27 s)."""
+    unrolling costs in compile time: 512 copies of a small loop once took gcc 27 s).
+    A block counts as ``flatten_blocks`` makes it (its body, and its init), so a
+    scheduled tree is sized as it will be lowered (``c.unroll_pragma_applies``)."""
     n = s.__dict__.get("_size")
     if n is None:
         n = _count(s)
@@ -263,6 +265,8 @@ def _count(s: Stmt) -> int:
         return _size(s.then) + (0 if s.else_ is None else _size(s.else_))
     if isinstance(s, Allocate):
         return _size(s.body)
+    if isinstance(s, Block):
+        return _size(s.body) + (0 if s.init is None else _size(s.init))
     return 1
 
 
