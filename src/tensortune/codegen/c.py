@@ -16,6 +16,7 @@ import bisect
 import keyword
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..tir.arith import Ranges, bound, simplify_flat
@@ -305,23 +306,30 @@ class CEmitter:
     def vector_loop(self, s: For, ind: int) -> bool:
         return False  # overridden by simd.SimdEmitter
 
-    def allocate(self, s: Allocate, ind: int) -> None:
+    def allocate(self, s: Allocate, ind: int,
+                 body: Callable[[Stmt, int], None] | None = None) -> None:
+        """Declare ``s``'s buffer and emit its body with ``body`` (``stmt`` unless given:
+        a vector loop's body emits its statements as vectors)."""
         b = s.buffer
         name = self._name_buffer(b, self.used)
         ct = CTYPE[b.dtype]
         nbytes = b.size * dtype_bytes(b.dtype)
+        emit_body = body or self.stmt
         if self.try_promote(s, ind):
-            self.stmt(s.body, ind)
             # The registers live as long as this allocation: loop partitioning can give a
-            # buffer several allocations, and a later one may not be promotable.
-            del self.promoted[b]
+            # buffer several allocations, and a later one may not be promotable. A body
+            # that gives up on vectors (simd's _NoVec) is emitted again without them.
+            try:
+                emit_body(s.body, ind)
+            finally:
+                del self.promoted[b]
         elif nbytes <= STACK_LIMIT:
             self.emit(f"{ct} {name}[{b.size}] __attribute__((aligned(64)));", ind)
-            self.stmt(s.body, ind)
+            emit_body(s.body, ind)
         else:
             self.emit("{", ind)
             self.emit(f"{ct}* restrict {name} = ({ct}*)tt_alloc({nbytes});", ind + 1)
-            self.stmt(s.body, ind + 1)
+            emit_body(s.body, ind + 1)
             self.emit(f"free({name});", ind + 1)
             self.emit("}", ind)
 

@@ -17,9 +17,18 @@ Example (the inner loops of a register-tiled matmul)::
 
 from __future__ import annotations
 
+from ..tir.analysis import invariant_store
 from ..tir.arith import affine, linear_parts, simplify, simplify_flat
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
-from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
+from ..tir.functor import (
+    free_vars,
+    iter_exprs,
+    loads_in,
+    rewrite_stmt,
+    stores_in,
+    substitute,
+    walk,
+)
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
 from .c import CTYPE, CEmitter, RegisterTile, c_float
 from .gather import gathered_copy
@@ -77,6 +86,7 @@ class SimdEmitter(CEmitter):
         super().__init__(func, target)
         self.read_width = _read_widths(func.body, target)
         self.zips: set[tuple[str, int, int]] = set()   # (dtype, lanes, bit): transpose rounds
+        self.vbody: Stmt = Seq(())   # the vector loop body being emitted, lanes substituted
 
     def stmt(self, s: Stmt, ind: int) -> None:
         if not isinstance(s, Seq):
@@ -110,7 +120,7 @@ class SimdEmitter(CEmitter):
         if plan is None:
             return self._scalar_unroll_if_promoted(s, ind)
         lane = Var("lane")
-        saved = self.lines
+        saved, used = self.lines, set(self.used)
         self.lines = []
         rest = plan
         try:
@@ -125,15 +135,17 @@ class SimdEmitter(CEmitter):
                 cv = self.var(c)
                 self.emit(f"for (int32_t {cv} = 0; {cv} < {chunks}; ++{cv}) {{", ind)
                 at = BinOp("+", BinOp("*", c, IntImm(w), "int32"), lane, "int32")
-                self._vstmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)
+                self.vbody = _subst(s.body, {s.var: at})
+                self._vstmt(self.vbody, lane, dtype, w, ind + 1)
                 self.emit("}", ind)
                 rest = plan[chunks:]
             for off, w in rest:
                 self.ranges[lane] = (0, w - 1)
-                body = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
-                self._vstmt(body, lane, dtype, w, ind)
+                self.vbody = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
+                self._vstmt(self.vbody, lane, dtype, w, ind)
         except _NoVec:
-            self.lines = saved
+            # Names given to the body's allocations are given again by the scalar code.
+            self.lines, self.used = saved, used
             return self._scalar_unroll_if_promoted(s, ind)
         out, self.lines = self.lines, saved
         self.lines.extend(out)
@@ -168,8 +180,15 @@ class SimdEmitter(CEmitter):
             self.emit(f"if ({self.expr(s.cond)}) {{", ind)
             self._vstmt(s.then, lane, dtype, w, ind + 1)
             self.emit("}", ind)
+        elif isinstance(s, Allocate):   # a buffer local to each lane, such as a pad's
+            self.allocate(s, ind, lambda x, i: self._vstmt(x, lane, dtype, w, i))
         elif isinstance(s, BufferStore):
             flat = self.flat(s.buffer, s.indices)
+            if lane not in free_vars(flat) and lane not in free_vars(s.value):
+                if not invariant_store(self.vbody, s):
+                    raise _NoVec
+                CEmitter.stmt(self, s, ind)   # once for every lane
+                return
             target = self._vaccess(s.buffer, flat, lane, w)
             if target is None:
                 raise _NoVec
