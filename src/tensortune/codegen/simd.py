@@ -20,18 +20,11 @@ from __future__ import annotations
 from ..tir.analysis import invariant_store
 from ..tir.arith import affine, linear_parts, simplify, simplify_flat
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
-from ..tir.functor import (
-    free_vars,
-    iter_exprs,
-    loads_in,
-    rewrite_stmt,
-    stores_in,
-    substitute,
-    walk,
-)
+from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
 from .c import CTYPE, CEmitter, RegisterTile, c_float
 from .gather import gathered_copy
+from .guarded_load import guarded_load
 from .lane_loop import lane_group, lane_loop
 from .target import Target
 from .transpose import SHUFFLE, transposed_group, zip_helpers
@@ -87,6 +80,8 @@ class SimdEmitter(CEmitter):
         self.read_width = _read_widths(func.body, target)
         self.zips: set[tuple[str, int, int]] = set()   # (dtype, lanes, bit): transpose rounds
         self.vbody: Stmt = Seq(())   # the vector loop body being emitted, lanes substituted
+        self.vind = 0                # the indent of the vector statement being emitted
+        self.private: dict[Buffer, dict[int, str]] = {}   # per-lane buffers: _privatize
 
     def stmt(self, s: Stmt, ind: int) -> None:
         if not isinstance(s, Seq):
@@ -175,16 +170,24 @@ class SimdEmitter(CEmitter):
             for x in s.stmts:
                 self._vstmt(x, lane, dtype, w, ind)
         elif isinstance(s, IfThenElse):
-            if lane in free_vars(s.cond) or s.else_ is not None:
+            if self._varies(s.cond, lane) or s.else_ is not None:
                 raise _NoVec
             self.emit(f"if ({self.expr(s.cond)}) {{", ind)
             self._vstmt(s.then, lane, dtype, w, ind + 1)
             self.emit("}", ind)
         elif isinstance(s, Allocate):   # a buffer local to each lane, such as a pad's
-            self.allocate(s, ind, lambda x, i: self._vstmt(x, lane, dtype, w, i))
+            if not self._privatize(s, lane, dtype, w, ind):
+                self.allocate(s, ind, lambda x, i: self._vstmt(x, lane, dtype, w, i))
         elif isinstance(s, BufferStore):
             flat = self.flat(s.buffer, s.indices)
-            if lane not in free_vars(flat) and lane not in free_vars(s.value):
+            if s.buffer in self.private:   # each lane's own copy: a vector variable
+                if not isinstance(flat, IntImm):
+                    raise _NoVec
+                self.vind = ind
+                self.emit(f"{self.private[s.buffer][flat.value]} = "
+                          f"{self._vec(s.value, lane, dtype, w)};", ind)
+                return
+            if not self._varies(flat, lane) and not self._varies(s.value, lane):
                 if not invariant_store(self.vbody, s):
                     raise _NoVec
                 CEmitter.stmt(self, s, ind)   # once for every lane
@@ -192,6 +195,7 @@ class SimdEmitter(CEmitter):
             target = self._vaccess(s.buffer, flat, lane, w)
             if target is None:
                 raise _NoVec
+            self.vind = ind   # where a guarded load fills its vector (guarded_load.py)
             val, is_vec = self._vexpr(s.value, lane, dtype, w)
             if not is_vec:
                 val = f"(({_vtype(dtype, w)}){{}} + ({val}))"
@@ -201,6 +205,37 @@ class SimdEmitter(CEmitter):
                 self.emit(f"tt_st_{_vtype(dtype, w)[3:]}(&{target}, {val});", ind)
         else:
             raise _NoVec
+
+    def _varies(self, e: Expr, lane: Var) -> bool:
+        """Whether ``e`` may differ between lanes: it holds the lane or reads a lane's own
+        copy of a buffer."""
+        return lane in free_vars(e) or any(
+            isinstance(x, BufferLoad) and x.buffer in self.private for x in iter_exprs(e))
+
+    def _privatize(self, s: Allocate, lane: Var, dtype: str, w: int, ind: int) -> bool:
+        """A buffer allocated inside the vector loop is each lane's own: where the body
+        accesses it at constant places only (a pad computed at the loop over a register
+        tile's lanes), each place becomes a vector variable holding every lane's copy, so
+        a value that differs between lanes (the pad's read along the lanes) stays vector
+        code. False if some access is not at a constant place."""
+        b = s.buffer
+        if b.dtype != dtype:
+            return False
+        places = set()
+        for flat, _ in _tile_accesses(s.body, b):
+            if not isinstance(flat, IntImm):
+                return False
+            places.add(flat.value)
+        name = self._name_buffer(b, self.used)
+        vt = _vtype(dtype, w)
+        self.private[b] = {c: f"{name}_p{c}" for c in sorted(places)}
+        for c in sorted(places):
+            self.emit(f"{vt} {name}_p{c};", ind)
+        try:
+            self._vstmt(s.body, lane, dtype, w, ind)
+        finally:
+            del self.private[b]
+        return True
 
     def _vaccess(self, buf: Buffer, flat: Expr, lane: Var, w: int) -> str | None:
         """The vector lvalue/rvalue for a contiguous access, None if not contiguous.
@@ -219,7 +254,12 @@ class SimdEmitter(CEmitter):
         return f"{self.bufname[buf]}[{self.expr(base)}]"
 
     def _vexpr(self, e: Expr, lane: Var, dtype: str, w: int) -> tuple[str, bool]:
-        if lane not in free_vars(e):
+        if isinstance(e, BufferLoad) and e.buffer in self.private:
+            flat = self.flat(e.buffer, e.indices)
+            if not isinstance(flat, IntImm):
+                raise _NoVec
+            return self.private[e.buffer][flat.value], True
+        if not self._varies(e, lane):
             return self.expr(e), False
         vt = _vtype(dtype, w)
         if isinstance(e, BufferLoad):
@@ -247,9 +287,13 @@ class SimdEmitter(CEmitter):
                                     (e.name in POLY_CALLS and dtype == "float32")):
             return f"tt_v{e.name}_{vt[3:]}({self._vec(e.args[0], lane, dtype, w)})", True
         if isinstance(e, Select) and e.dtype == dtype:
-            t, f = self._vec(e.t, lane, dtype, w), self._vec(e.f, lane, dtype, w)
             c = e.cond
-            if lane not in free_vars(c):
+            if self._varies(c, lane):   # a padded read along the lanes
+                name = guarded_load(self, e, lane, w, self.vind)
+                if name is not None:
+                    return name, True
+            t, f = self._vec(e.t, lane, dtype, w), self._vec(e.f, lane, dtype, w)
+            if not self._varies(c, lane):
                 return f"({self.expr(c)} ? {t} : {f})", True
             # A lane-dependent select evaluates both branches in every lane; a guarded load
             # (padding) would then read outside its buffer, so only load-free branches.
