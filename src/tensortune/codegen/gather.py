@@ -111,7 +111,7 @@ def gathered_copy(em: SimdEmitter, s: For, ind: int) -> bool:
 
 def _emit(em: SimdEmitter, dtype: str, dst: tuple[str, Expr, int], src: tuple[str, Expr, int],
           blocks: int, rows: int, lanes: int, ind: int) -> None:
-    from .simd import _vtype
+    from .register_tile import vector_type as _vtype
 
     vt, size = _vtype(dtype, lanes), dtype_bytes(dtype)
     t = Var("blk")

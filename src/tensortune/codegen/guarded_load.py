@@ -30,6 +30,7 @@ from ..tir.analysis import conjuncts
 from ..tir.arith import linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, substitute
+from .register_tile import vector_type
 
 if TYPE_CHECKING:
     from .simd import SimdEmitter
@@ -41,11 +42,14 @@ def guarded_load(em: SimdEmitter, e: Select, lane: Var, w: int, ind: int) -> str
     """The name of a ``w``-lane vector variable holding ``e``, filled by statements
     emitted at ``ind`` (before the statement that reads it); None when ``e`` is not a
     contiguous load of ``e.dtype`` guarded by a conjunction of comparisons affine in the
-    lane, with a false value the same in every lane and reading no memory."""
+    lane (reading no lane's own buffer), with a false value the same in every lane and
+    reading no memory."""
     t, f = e.t, e.f
     if not isinstance(t, BufferLoad) or t.dtype != e.dtype or not is_float(e.dtype) \
             or t.buffer in em.promoted or lane in free_vars(f) \
-            or any(isinstance(x, BufferLoad) for x in iter_exprs(f)):
+            or any(isinstance(x, BufferLoad) for x in iter_exprs(f)) \
+            or any(isinstance(x, BufferLoad) and x.buffer in em.private
+                   for x in iter_exprs(e.cond)):   # a lane's own copy is no C variable
         return None
     for term in conjuncts(e.cond):
         if not isinstance(term, BinOp) or term.op not in COMPARISONS \
@@ -57,7 +61,7 @@ def guarded_load(em: SimdEmitter, e: Select, lane: Var, w: int, ind: int) -> str
         return None
     ends = [simplify(substitute(e.cond, {lane: IntImm(k)}), em.ranges) for k in (0, w - 1)]
     name = em.var(Var(f"{em.bufname[t.buffer]}_g"))
-    vt = f"tt_{'f32' if e.dtype == 'float32' else 'f64'}x{w}"
+    vt = vector_type(e.dtype, w)
     lv = em.var(lane)
     em.emit(f"{vt} {name};", ind)
     em.emit(f"if ({em.expr(ends[0])} && {em.expr(ends[1])}) "

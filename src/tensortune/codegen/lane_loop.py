@@ -144,7 +144,7 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
     """One loop over ``lane`` per width of ``chunks``, each tile vector they read copied
     to its stack array first. The iterations of a vectorized loop are independent, so
     its chunks may share a loop in any order."""
-    from .simd import _vtype
+    from .register_tile import vector_type as _vtype
 
     em.emit("{", ind)
     for _, arrays, w in chunks:

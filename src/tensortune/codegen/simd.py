@@ -18,23 +18,21 @@ Example (the inner loops of a register-tiled matmul)::
 from __future__ import annotations
 
 from ..tir.analysis import invariant_store
-from ..tir.arith import affine, linear_parts, simplify, simplify_flat
+from ..tir.arith import linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
-from .c import CTYPE, CEmitter, RegisterTile, c_float
+from .c import CTYPE, CEmitter, c_float
 from .gather import gathered_copy
 from .guarded_load import guarded_load
 from .lane_loop import lane_group, lane_loop
+from .register_tile import promote, tile_accesses, vector_type
 from .target import Target
 from .transpose import SHUFFLE, transposed_group, zip_helpers
 from .tree_sum import tree_sum
 from .vmath import LANE_CALLS, POLY_CALLS, vector_math
 
-MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
 MAX_INLINE_CHUNKS = 16  # a vectorized loop of more chunks than this loops over them
-# A promoted tile may take a quarter more vector variables than the register file (40 on
-# AVX-512, measured fastest there; 20 on AVX2): beyond that gcc spills and compiles slowly.
 
 
 class _NoVec(Exception):
@@ -68,10 +66,6 @@ def chunk_plan(extent: int, lanes: int) -> tuple[tuple[int, int], ...] | None:
             plan.append((at, w))
             at += w
     return tuple(plan) if plan and at == extent else None
-
-
-def _vtype(dtype: str, w: int) -> str:
-    return f"tt_{'f32' if dtype == 'float32' else 'f64'}x{w}"
 
 
 class SimdEmitter(CEmitter):
@@ -198,11 +192,11 @@ class SimdEmitter(CEmitter):
             self.vind = ind   # where a guarded load fills its vector (guarded_load.py)
             val, is_vec = self._vexpr(s.value, lane, dtype, w)
             if not is_vec:
-                val = f"(({_vtype(dtype, w)}){{}} + ({val}))"
+                val = f"(({vector_type(dtype, w)}){{}} + ({val}))"
             if s.buffer in self.promoted:
                 self.emit(f"{target} = {val};", ind)
             else:
-                self.emit(f"tt_st_{_vtype(dtype, w)[3:]}(&{target}, {val});", ind)
+                self.emit(f"tt_st_{vector_type(dtype, w)[3:]}(&{target}, {val});", ind)
         else:
             raise _NoVec
 
@@ -222,12 +216,12 @@ class SimdEmitter(CEmitter):
         if b.dtype != dtype:
             return False
         places = set()
-        for flat, _ in _tile_accesses(s.body, b):
+        for flat, _ in tile_accesses(s.body, b):
             if not isinstance(flat, IntImm):
                 return False
             places.add(flat.value)
         name = self._name_buffer(b, self.used)
-        vt = _vtype(dtype, w)
+        vt = vector_type(dtype, w)
         self.private[b] = {c: f"{name}_p{c}" for c in sorted(places)}
         for c in sorted(places):
             self.emit(f"{vt} {name}_p{c};", ind)
@@ -261,7 +255,7 @@ class SimdEmitter(CEmitter):
             return self.private[e.buffer][flat.value], True
         if not self._varies(e, lane):
             return self.expr(e), False
-        vt = _vtype(dtype, w)
+        vt = vector_type(dtype, w)
         if isinstance(e, BufferLoad):
             if e.dtype != dtype:
                 raise _NoVec
@@ -307,53 +301,16 @@ class SimdEmitter(CEmitter):
 
     def _vec(self, e: Expr, lane: Var, dtype: str, w: int) -> str:
         code, is_vec = self._vexpr(e, lane, dtype, w)
-        return code if is_vec else f"(({_vtype(dtype, w)}){{}} + ({code}))"
+        return code if is_vec else f"(({vector_type(dtype, w)}){{}} + ({code}))"
 
     # ---------------------------------------------------------------- register tiles
     def try_promote(self, s: Allocate, ind: int) -> bool:
-        b = s.buffer
-        if not is_float(b.dtype) or b.size > MAX_PROMOTED:
-            return False
-        lanes = self.target.lanes(b.dtype)
-        chunks: dict[int, int] = {}   # start -> width of each vector the body accesses
-        for flat, vec_loop in _tile_accesses(s.body, b):
-            aff = affine(flat)
-            if aff is None:
-                return False
-            if not aff[0]:
-                # Guarded tails may index past the tile; those accesses need the array.
-                if not 0 <= aff[1] < b.size:
-                    return False
-                continue
-            if vec_loop is None or set(aff[0]) != {vec_loop.var} or aff[0][vec_loop.var] != 1:
-                return False
-            plan = self._plan(vec_loop, lanes)
-            if plan is None or not 0 <= aff[1] <= b.size - vec_loop.extent:
-                return False
-            for off, w in plan:
-                if chunks.setdefault(aff[1] + off, w) != w:
-                    return False
-        cover = _cover(chunks, b.size)
-        if cover is None or len(cover) > self.target.vector_registers * 5 // 4:
-            return False
-        name = self.bufname[b]
-        tile = RegisterTile(name, tuple(st for st, _ in cover), tuple(w for _, w in cover))
-        by_type: dict[str, list[str]] = {}
-        for i, (_, w) in enumerate(cover):
-            by_type.setdefault(_vtype(b.dtype, w) if w > 1 else CTYPE[b.dtype], []).append(
-                f"{name}_r{i}")
-            if w > 1:
-                self.vtypes.add((b.dtype, w))
-        for vt, names in by_type.items():
-            for i in range(0, len(names), 8):
-                self.emit(f"{vt} {', '.join(names[i:i + 8])};", ind)
-        self.promoted[b] = tile
-        return True
+        return promote(self, s, ind)
 
     def vector_typedefs(self) -> str:
         out = [SHUFFLE] if self.zips else []
         for dtype, w in sorted(self.vtypes):
-            vt, ct = _vtype(dtype, w), CTYPE[dtype]
+            vt, ct = vector_type(dtype, w), CTYPE[dtype]
             it = "int32_t" if dtype == "float32" else "int64_t"
             nb = w * (4 if dtype == "float32" else 8)
             s = vt[3:]
@@ -369,26 +326,6 @@ class SimdEmitter(CEmitter):
                 + "".join(zip_helpers(d, n, b) for d, n, b in sorted(self.zips)
                           if (d, n) == (dtype, w)))
         return "\n".join(out)
-
-
-def _cover(chunks: dict[int, int], size: int) -> list[tuple[int, int]] | None:
-    """(start, width) variables holding a tile of ``size`` elements: the vectors its body
-    accesses, the gaps between them in vectors of the widest width accessed where they
-    fit and scalars where not; None if two accessed vectors overlap."""
-    widest = max(chunks.values(), default=1)
-    out: list[tuple[int, int]] = []
-    at = 0
-    for start in [*sorted(chunks), size]:
-        if start < at:
-            return None
-        while at < start:  # a gap nobody accesses as a vector
-            w = widest if start - at >= widest and at % widest == 0 else 1
-            out.append((at, w))
-            at += w
-        if start < size:
-            out.append((start, chunks[start]))
-            at = start + chunks[start]
-    return out if at <= size else None
 
 
 def _read_widths(body: Stmt, target: Target) -> dict[Buffer, int]:
@@ -411,32 +348,3 @@ def _touched(s: Stmt) -> set[Buffer]:
 
 def _subst(s: Stmt, vmap: dict[Var, Expr], ranges: dict | None = None) -> Stmt:
     return rewrite_stmt(s, expr_fn=lambda e: simplify(substitute(e, vmap), ranges))
-
-
-def _tile_accesses(s: Stmt, b: Buffer, vec: For | None = None):
-    """(flat index, innermost enclosing vectorized loop) for each access to ``b``."""
-    if isinstance(s, For):
-        yield from _tile_accesses(s.body, b, s if s.kind == ForKind.VECTORIZED else vec)
-        return
-    if isinstance(s, Seq):
-        for x in s.stmts:
-            yield from _tile_accesses(x, b, vec)
-        return
-    if isinstance(s, IfThenElse):
-        for branch in (s.then, s.else_):
-            if branch is not None:
-                yield from _tile_accesses(branch, b, vec)
-    if isinstance(s, Allocate):
-        yield from _tile_accesses(s.body, b, vec)
-        return
-    exprs: list[Expr] = []
-    if isinstance(s, BufferStore):
-        if s.buffer is b:
-            yield simplify_flat(b.shape, s.indices), vec
-        exprs = [*s.indices, s.value]
-    elif isinstance(s, IfThenElse):
-        exprs = [s.cond]
-    for e in exprs:
-        for sub in iter_exprs(e):
-            if isinstance(sub, BufferLoad) and sub.buffer is b:
-                yield simplify_flat(b.shape, sub.indices), vec

@@ -113,7 +113,8 @@ def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var
           extent: int, w: int, ind: int) -> bool:
     """The transposed block's C, one chunk of ``w`` lanes at a time; False (nothing
     emitted) when a value has no vector form."""
-    from .simd import _NoVec, _vtype
+    from .register_tile import vector_type as _vtype
+    from .simd import _NoVec
 
     rows, dtype = len(stores), buf.dtype
     vt, size = _vtype(dtype, w), dtype_bytes(dtype)
@@ -208,7 +209,7 @@ SHUFFLE = """#ifndef TT_SHUFFLE
 def zip_helpers(dtype: str, w: int, b: int) -> str:
     """``tt_zip<b>``: one round of the transpose, swapping bit ``b`` of the row with bit
     ``b`` of the lane between rows ``r`` and ``r + b`` (``SHUFFLE`` must precede it)."""
-    from .simd import _vtype
+    from .register_tile import vector_type as _vtype
 
     vt = _vtype(dtype, w)
     lo = ", ".join(str(w + k - b if k & b else k) for k in range(w))

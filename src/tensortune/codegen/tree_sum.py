@@ -57,7 +57,8 @@ def tree_sum(em: SimdEmitter, s: For, ind: int) -> bool:
     """Emit ``s`` as a vector tree sum if it is a serial sum (with or without its init at
     the first iteration) over a contiguous run of a buffer; False (nothing emitted) if it
     is not one."""
-    from .simd import _vtype, chunk_width
+    from .register_tile import vector_type as _vtype
+    from .simd import chunk_width
 
     if s.kind != ForKind.SERIAL:
         return False
