@@ -1,7 +1,8 @@
-"""Stores the same in every lane of a vectorized loop (a padded input computed inside a
-vector loop over output channels) run once for all the lanes (``simd.invariant_store``),
-and the loop stays vector code; where running them once would change what the lanes see,
-the loop is emitted lane by lane as before. Both keep the loop's meaning."""
+"""A buffer allocated inside a vectorized loop is each lane's own (a padded input computed
+inside a vector loop over output channels): it is a vector variable and the loop stays
+vector code (``SimdEmitter._privatize``). A store the same in every lane to a buffer
+that outlives the loop is not run once for all lanes: the loop is emitted lane by lane,
+where running it once would change what the lanes see. Both keep the loop's meaning."""
 
 import ctypes
 import re
@@ -16,7 +17,6 @@ import tensortune as tt
 from tensortune import te
 from tensortune.codegen import compile_source, emit_c, lower
 from tensortune.reference import check_close, evaluate, random_inputs
-from tensortune.tir.analysis import invariant_store
 from tensortune.tir.expr import BinOp, BufferLoad, Expr, FloatImm, IntImm, Var
 from tensortune.tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, PrimFunc, Seq, Stmt
 
@@ -121,9 +121,10 @@ def _loop(case: str) -> tuple[PrimFunc, Callable]:
 
 @pytest.mark.parametrize("case", ["safe", "reads_written", "read_before"])
 def test_an_invariant_store_runs_once_only_where_the_lanes_cannot_tell(case):
-    """Run once for all lanes, ``t = acc[0] + 1`` would miss lane 0's store to acc[0], and
-    ``t = x[0]`` after a read of t would give every lane the value lane 0 read: those
-    loops go lane by lane. All three compute what the loop means."""
+    """A t local to the loop is each lane's own, vector code. A t that outlives it goes
+    lane by lane: run once for all lanes, ``t = acc[0] + 1`` would miss lane 0's store to
+    acc[0], and ``t = x[0]`` after a read of t would give every lane the value lane 0
+    read. All three compute what the loop means."""
     func, sequential = _loop(case)
     src = emit_c(func, TARGET)
     assert (BY_LANE.search(src) is None) == (case == "safe")
@@ -133,11 +134,3 @@ def test_an_invariant_store_runs_once_only_where_the_lanes_cannot_tell(case):
     lib = ctypes.CDLL(str(compile_source(src, TARGET)))
     lib.tt_kernel(*[a.ctypes.data_as(ctypes.c_void_p) for a in (xv, wv, out)])
     np.testing.assert_allclose(out, sequential(xv, wv), rtol=1e-6)
-
-
-def test_a_second_store_to_the_buffer_keeps_the_loop_lane_by_lane():
-    t, x = Buffer("t", (1,), scope="local"), Buffer("x", (4,))
-    first = BufferStore(t, (IntImm(0),), BufferLoad(x, (IntImm(0),)))
-    second = BufferStore(t, (IntImm(0),), BufferLoad(x, (IntImm(1),)))
-    assert invariant_store(Seq((first,)), first)
-    assert not invariant_store(Seq((first, second)), first)

@@ -17,7 +17,6 @@ Example (the inner loops of a register-tiled matmul)::
 
 from __future__ import annotations
 
-from ..tir.analysis import invariant_store
 from ..tir.arith import linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
@@ -73,7 +72,6 @@ class SimdEmitter(CEmitter):
         super().__init__(func, target)
         self.read_width = _read_widths(func.body, target)
         self.zips: set[tuple[str, int, int]] = set()   # (dtype, lanes, bit): transpose rounds
-        self.vbody: Stmt = Seq(())   # the vector loop body being emitted, lanes substituted
         self.vind = 0                # the indent of the vector statement being emitted
         self.private: dict[Buffer, dict[int, str]] = {}   # per-lane buffers: _privatize
 
@@ -124,14 +122,13 @@ class SimdEmitter(CEmitter):
                 cv = self.var(c)
                 self.emit(f"for (int32_t {cv} = 0; {cv} < {chunks}; ++{cv}) {{", ind)
                 at = BinOp("+", BinOp("*", c, IntImm(w), "int32"), lane, "int32")
-                self.vbody = _subst(s.body, {s.var: at})
-                self._vstmt(self.vbody, lane, dtype, w, ind + 1)
+                self._vstmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)
                 self.emit("}", ind)
                 rest = plan[chunks:]
             for off, w in rest:
                 self.ranges[lane] = (0, w - 1)
-                self.vbody = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
-                self._vstmt(self.vbody, lane, dtype, w, ind)
+                body = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
+                self._vstmt(body, lane, dtype, w, ind)
         except _NoVec:
             # Names given to the body's allocations are given again by the scalar code.
             self.lines, self.used = saved, used
@@ -180,11 +177,6 @@ class SimdEmitter(CEmitter):
                 self.vind = ind
                 self.emit(f"{self.private[s.buffer][flat.value]} = "
                           f"{self._vec(s.value, lane, dtype, w)};", ind)
-                return
-            if not self._varies(flat, lane) and not self._varies(s.value, lane):
-                if not invariant_store(self.vbody, s):
-                    raise _NoVec
-                CEmitter.stmt(self, s, ind)   # once for every lane
                 return
             target = self._vaccess(s.buffer, flat, lane, w)
             if target is None:

@@ -1,5 +1,4 @@
-"""Region analysis: which part of a buffer a loop nest touches; and which stores of a
-loop body may run once for all its iterations (``invariant_store``).
+"""Region analysis: which part of a buffer a loop nest touches.
 
 A region is, per dimension, a start expression in the variables of the enclosing (outer)
 loops and a constant extent. Affine indices give exact regions; anything else falls back
@@ -13,9 +12,8 @@ Example:
 from __future__ import annotations
 
 from .arith import Ranges, bound, from_linear, linear, simplify
-from .expr import BinOp, BufferLoad, Expr, IntImm, Var, as_int
-from .functor import free_vars, iter_exprs, loads_in, stmt_exprs, stores_in, substitute, walk
-from .stmt import BufferStore, Stmt
+from .expr import BinOp, Expr, IntImm, Var, as_int
+from .functor import free_vars, substitute
 
 
 def conjuncts(e: Expr | None) -> list[Expr]:
@@ -175,26 +173,3 @@ def flop_count(func) -> float:
                            and getattr(x, "op", "") not in ("<", "<=", ">", ">=", "==", "!="))
         total += size * ops
     return float(total)
-
-
-def invariant_store(body: Stmt, st: BufferStore) -> bool:
-    """Whether ``st``, which stores the same value to the same place in every lane of a
-    vectorized loop whose body is ``body``, may run once for all the lanes: its value reads
-    nothing the body writes, nothing else in the body writes its buffer, and nothing
-    before it in the body reads that buffer (the lanes after the first would see the
-    value stored). A padded input computed inside a vector loop over output channels is
-    one such store: each lane copied it itself, so the loop was emitted lane by lane, and
-    one small C2D draw (pad at the innermost location, a 2 x 3 x 5 tile of 16-lane
-    vectors) lowered to 600 KB of C that gcc did not compile in 60 s (RESULTS.md)."""
-    written = list(stores_in(body))
-    if any(x.buffer is ld.buffer for x in written for ld in loads_in(st)):
-        return False
-    if any(x.buffer is st.buffer and x is not st for x in written):
-        return False
-    for x in walk(body):
-        if x is st:
-            return True
-        if any(isinstance(e, BufferLoad) and e.buffer is st.buffer
-               for ex in stmt_exprs(x) for e in iter_exprs(ex)):
-            return False
-    return False
