@@ -74,7 +74,12 @@ class Target:
                                  timeout=10).stdout.splitlines()[0]
         except (OSError, subprocess.SubprocessError, IndexError):
             ver = "unknown"
-        flags = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno"]
+        # Without RTL GCSE and its after-reload pass: on the large straight-line bodies
+        # of unrolled register tiles they took 46% of cc1's time (a 47 KB C3D draw:
+        # 3.8 s, 1.2 s without), and the kernels they built ran no faster (RESULTS.md,
+        # the GCSE section).
+        flags = ["-O3", "-fno-gcse", "-fno-gcse-after-reload", "-march=native", "-fopenmp",
+                 "-fno-math-errno"]
         if vec == 64:
             flags.append("-mprefer-vector-width=512")  # gcc defaults to 256 on many CPUs
         return Target(model, features, vec, os.cpu_count() or 1, _cache_bytes(1, "Data") or
