@@ -16,7 +16,7 @@ import pytest
 import tensortune as tt
 from tensortune import te
 from tensortune.codegen import Target
-from tensortune.codegen.c import HEADER
+from tensortune.codegen.c_header import HEADER
 from tensortune.search.search_strategy import SearchContext
 from tensortune.space import PostOrderApply
 

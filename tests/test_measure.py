@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensortune as tt
-from tensortune.codegen.c import HEADER, TIMER
+from tensortune.codegen.c_header import HEADER, TIMER
 from tensortune.measure import (
     BuildInput,
     LoadGuard,

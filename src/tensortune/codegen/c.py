@@ -13,15 +13,11 @@ Example:
 from __future__ import annotations
 
 import bisect
-import keyword
-import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..tir.arith import Ranges, bound, simplify_flat
 from ..tir.expr import (
-    MATH_FUNCS,
     BinOp,
     BufferLoad,
     Call,
@@ -50,118 +46,10 @@ from ..tir.stmt import (
     Seq,
     Stmt,
 )
+from .c_header import CTYPE, HEADER, SCHED_PRAGMA, TIMER, c_float, c_ident, libm_name
 from .target import Target
 
-CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
-         "bool": "int32_t"}
 STACK_LIMIT = 64 * 1024  # larger local buffers go to the heap
-_C_WORDS = {"int", "float", "double", "char", "long", "short", "void", "return", "for", "if",
-            "else", "while", "do", "static", "const", "restrict", "auto", "register", "main",
-            "signed", "unsigned", "struct", "union", "enum", "case", "switch", "break",
-            "default", "goto", "sizeof", "typedef", "volatile", "extern", "inline"}
-
-# The flags SCHED_PRESSURE asks for, for every function after it in the file.
-SCHED_PRAGMA = '#pragma GCC optimize ("schedule-insns", "sched-pressure")'
-
-
-def _libc_declarations() -> str:
-    """What the kernels use of <stdint.h>, <stdlib.h>, <string.h> and <math.h>, declared
-    rather than included: gcc parses those four headers in about 10 ms, 4-5% of a small
-    kernel's build (C1D: 23.2-25.3 -> 22.7-22.8 s of gcc CPU over a run's 128 sources),
-    and 94 drawn programs of 14 workloads compiled to the same instructions (RESULTS.md). The math
-    functions are the builtins gcc knows by these names, so they keep their meaning."""
-    calls = []
-    for name in (*MATH_FUNCS, "fmod"):        # fmod: a float ``%``
-        for ct, suffix in (("float", "f"), ("double", "")):
-            args = ", ".join([ct] * (2 if name in ("pow", "fmod") else 1))
-            calls.append(f"{ct} {name}{suffix}({args});")
-    return "\n".join([
-        "typedef __INT32_TYPE__ int32_t;",
-        "typedef __INT64_TYPE__ int64_t;",
-        "#define INFINITY (__builtin_inff())",
-        '#define NAN (__builtin_nanf(""))',
-        "void* malloc(size_t); void free(void*); void abort(void) __attribute__((__noreturn__));",
-        "int posix_memalign(void**, size_t, size_t);",
-        "void* memcpy(void* restrict, const void* restrict, size_t);",
-        "void* memset(void*, int, size_t);",
-        *(" ".join(calls[i:i + 4]) for i in range(0, len(calls), 4))])
-
-
-# <time.h> (for the timer's clock) is included, and defines size_t and NULL.
-HEADER = "#include <time.h>\n" + _libc_declarations() + r"""
-static inline int32_t tt_floordiv(int32_t a, int32_t b) {
-  int32_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-static inline int32_t tt_floormod(int32_t a, int32_t b) {
-  int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-static inline float tt_maxf(float a, float b) { return a > b ? a : b; }
-static inline float tt_minf(float a, float b) { return a < b ? a : b; }
-static inline double tt_maxd(double a, double b) { return a > b ? a : b; }
-static inline double tt_mind(double a, double b) { return a < b ? a : b; }
-static inline int32_t tt_maxi(int32_t a, int32_t b) { return a > b ? a : b; }
-static inline int32_t tt_mini(int32_t a, int32_t b) { return a < b ? a : b; }
-static inline void* tt_alloc(size_t n) {
-  void* p = NULL; if (posix_memalign(&p, 64, n ? n : 64) != 0) abort(); return p; }
-/* TT_IN_REG(v): v is in a register here (an empty asm). Before a tile vector is copied
-   to memory it keeps gcc from giving the vector a stack slot for its whole life, hot
-   loop included (codegen/lane_loop.py). */
-#if defined(__x86_64__) || defined(__i386__)
-#define TT_IN_REG(v) __asm__("" : "+v"(v))
-#else
-#define TT_IN_REG(v) ((void)0)
-#endif
-"""
-
-TIMER = r"""
-static double tt_now(void) {
-  struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * t.tv_nsec; }
-/* Times tt_packed, which the caller has run once already (the warm-up): `repeat` timings
-   of `number` calls each; number = 0 picks it from one more call so one repeat lasts at
-   least min_repeat_s. flush > 0 writes `flush` bytes before each repeat to evict the
-   caches. Returns the number used, -1 if the kernel failed. */
-int tt_time(void** args, int number, int repeat, double min_repeat_s, long flush, double* out) {
-  double t0;
-  if (number <= 0) {
-    t0 = tt_now();
-    if (tt_packed(args) != 0) return -1;
-    double once = tt_now() - t0;
-    number = once > 0 ? (int)ceil(min_repeat_s / once) : 1000;
-    if (number < 1) number = 1;
-    if (number > 100000) number = 100000;
-  }
-  char* junk = flush > 0 ? (char*)malloc((size_t)flush) : NULL;
-  for (int r = 0; r < repeat; ++r) {
-    if (junk) memset(junk, r + 1, (size_t)flush);
-    t0 = tt_now();
-    for (int n = 0; n < number; ++n) tt_packed(args);
-    out[r] = (tt_now() - t0) / number;
-  }
-  free(junk);
-  return number;
-}
-"""
-
-
-def c_ident(name: str) -> str:
-    s = re.sub(r"\W", "_", name)
-    if not s or s[0].isdigit() or s in _C_WORDS or keyword.iskeyword(s) or s.startswith("tt_"):
-        s = "b_" + s
-    return s
-
-
-def libm_name(name: str, dtype: str) -> str:
-    """The C math function of ``name`` for ``dtype`` (``expf`` for float32)."""
-    return name + ("f" if dtype == "float32" else "")
-
-
-def c_float(v: float, dtype: str) -> str:
-    if math.isinf(v):
-        return "INFINITY" if v > 0 else "-INFINITY"
-    if math.isnan(v):
-        return "NAN"
-    s = repr(float(v))
-    return s + "f" if dtype == "float32" else s
-
 
 @dataclass(frozen=True)
 class RegisterTile:

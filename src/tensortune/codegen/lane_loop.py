@@ -42,7 +42,7 @@ from ..tir.arith import linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes
 from ..tir.functor import loads_in, rewrite_expr, rewrite_stmt, stores_in, substitute
 from ..tir.stmt import Buffer, For, ForKind, Stmt
-from .c import CTYPE
+from .c_header import CTYPE
 
 if TYPE_CHECKING:
     from .simd import SimdEmitter

@@ -20,7 +20,8 @@ from ..tir.arith import affine, simplify_flat
 from ..tir.expr import BufferLoad, Expr, is_float
 from ..tir.functor import iter_exprs
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
-from .c import CTYPE, RegisterTile
+from .c import RegisterTile
+from .c_header import CTYPE
 
 if TYPE_CHECKING:
     from .simd import SimdEmitter

@@ -21,7 +21,8 @@ from ..tir.arith import linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
-from .c import CTYPE, CEmitter, c_float
+from .c import CEmitter
+from .c_header import CTYPE, c_float
 from .gather import gathered_copy
 from .guarded_load import guarded_load
 from .lane_loop import lane_group, lane_loop

@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from .c import libm_name
+from .c_header import libm_name
 
 # Calls every float type gets as a lane loop of its libm function.
 LANE_CALLS = ("sqrt", "fabs")
