@@ -1,6 +1,7 @@
 """The fixed text of every kernel source and the C spelling of names and literals: the C
 library declarations and helpers each source starts with (``HEADER``), the timing loop it
-ends with (``TIMER``), buffer names as C identifiers, float literals, and libm names.
+ends with (``TIMER``), buffer names as C identifiers, float literals, libm names, and
+the names of the vector types.
 
 Example:
     >>> c_ident("for"), c_float(float("inf"), "float32"), libm_name("exp", "float32")
@@ -109,6 +110,11 @@ def c_ident(name: str) -> str:
     if not s or s[0].isdigit() or s in _C_WORDS or keyword.iskeyword(s) or s.startswith("tt_"):
         s = "b_" + s
     return s
+
+
+def vector_type(dtype: str, w: int) -> str:
+    """The C name of a ``w``-lane vector of ``dtype`` (``tt_f32x16``)."""
+    return f"tt_{'f32' if dtype == 'float32' else 'f64'}x{w}"
 
 
 def libm_name(name: str, dtype: str) -> str:

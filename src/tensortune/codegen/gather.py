@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from ..tir.arith import linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes, is_float
 from ..tir.stmt import BufferStore, For, ForKind
+from .c_header import vector_type
 from .transpose import register_zips, zip_rounds
 
 if TYPE_CHECKING:
@@ -111,9 +112,8 @@ def gathered_copy(em: SimdEmitter, s: For, ind: int) -> bool:
 
 def _emit(em: SimdEmitter, dtype: str, dst: tuple[str, Expr, int], src: tuple[str, Expr, int],
           blocks: int, rows: int, lanes: int, ind: int) -> None:
-    from .register_tile import vector_type as _vtype
 
-    vt, size = _vtype(dtype, lanes), dtype_bytes(dtype)
+    vt, size = vector_type(dtype, lanes), dtype_bytes(dtype)
     t = Var("blk")
     name = em.var(t)
     em.ranges[t] = (0, blocks - 1)

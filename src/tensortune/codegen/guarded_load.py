@@ -30,7 +30,7 @@ from ..tir.analysis import conjuncts
 from ..tir.arith import linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, substitute
-from .register_tile import vector_type
+from .c_header import vector_type
 
 if TYPE_CHECKING:
     from .simd import SimdEmitter

@@ -42,7 +42,7 @@ from ..tir.arith import linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes
 from ..tir.functor import loads_in, rewrite_expr, rewrite_stmt, stores_in, substitute
 from ..tir.stmt import Buffer, For, ForKind, Stmt
-from .c_header import CTYPE
+from .c_header import CTYPE, vector_type
 
 if TYPE_CHECKING:
     from .simd import SimdEmitter
@@ -144,7 +144,6 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
     """One loop over ``lane`` per width of ``chunks``, each tile vector they read copied
     to its stack array first. The iterations of a vectorized loop are independent, so
     its chunks may share a loop in any order."""
-    from .register_tile import vector_type as _vtype
 
     em.emit("{", ind)
     for _, arrays, w in chunks:
@@ -155,7 +154,7 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
             # Without it gcc kept 3 of a GMM tile's 12 accumulators in their stack
             # arrays through the reduction loop, a load and a store per FMA: 1.33x slower.
             em.emit(f"TT_IN_REG({vec});", ind + 1)
-            em.emit(f"tt_st_{_vtype(b.dtype, w)[3:]}({name}, {vec});", ind + 1)
+            em.emit(f"tt_st_{vector_type(b.dtype, w)[3:]}({name}, {vec});", ind + 1)
     lv = em.var(lane)
     for w in dict.fromkeys(c[2] for c in chunks):   # widths, in order of first use
         em.ranges[lane] = (0, w - 1)

@@ -21,7 +21,7 @@ from ..tir.expr import BufferLoad, Expr, is_float
 from ..tir.functor import iter_exprs
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, Seq, Stmt
 from .c import RegisterTile
-from .c_header import CTYPE
+from .c_header import CTYPE, vector_type
 
 if TYPE_CHECKING:
     from .simd import SimdEmitter
@@ -29,11 +29,6 @@ if TYPE_CHECKING:
 MAX_PROMOTED = 2048  # elements: larger tiles would spill anyway
 # A promoted tile may take a quarter more vector variables than the register file (40 on
 # AVX-512, measured fastest there; 20 on AVX2): beyond that gcc spills and compiles slowly.
-
-
-def vector_type(dtype: str, w: int) -> str:
-    """The C name of a ``w``-lane vector of ``dtype`` (``tt_f32x16``)."""
-    return f"tt_{'f32' if dtype == 'float32' else 'f64'}x{w}"
 
 
 def promote(em: SimdEmitter, s: Allocate, ind: int) -> bool:

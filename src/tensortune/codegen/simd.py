@@ -22,11 +22,11 @@ from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_fl
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
 from .c import CEmitter
-from .c_header import CTYPE, c_float
+from .c_header import CTYPE, c_float, vector_type
 from .gather import gathered_copy
 from .guarded_load import guarded_load
 from .lane_loop import lane_group, lane_loop
-from .register_tile import promote, tile_accesses, vector_type
+from .register_tile import promote, tile_accesses
 from .target import Target
 from .transpose import SHUFFLE, transposed_group, zip_helpers
 from .tree_sum import tree_sum
@@ -196,7 +196,7 @@ class SimdEmitter(CEmitter):
     def _varies(self, e: Expr, lane: Var) -> bool:
         """Whether ``e`` may differ between lanes: it holds the lane or reads a lane's own
         copy of a buffer."""
-        return lane in free_vars(e) or any(
+        return lane in free_vars(e) or bool(self.private) and any(
             isinstance(x, BufferLoad) and x.buffer in self.private for x in iter_exprs(e))
 
     def _privatize(self, s: Allocate, lane: Var, dtype: str, w: int, ind: int) -> bool:
@@ -216,8 +216,8 @@ class SimdEmitter(CEmitter):
         name = self._name_buffer(b, self.used)
         vt = vector_type(dtype, w)
         self.private[b] = {c: f"{name}_p{c}" for c in sorted(places)}
-        for c in sorted(places):
-            self.emit(f"{vt} {name}_p{c};", ind)
+        for var in self.private[b].values():
+            self.emit(f"{vt} {var};", ind)
         try:
             self._vstmt(s.body, lane, dtype, w, ind)
         finally:
@@ -275,12 +275,13 @@ class SimdEmitter(CEmitter):
             return f"tt_v{e.name}_{vt[3:]}({self._vec(e.args[0], lane, dtype, w)})", True
         if isinstance(e, Select) and e.dtype == dtype:
             c = e.cond
-            if self._varies(c, lane):   # a padded read along the lanes
+            varies = self._varies(c, lane)
+            if varies:   # a padded read along the lanes
                 name = guarded_load(self, e, lane, w, self.vind)
                 if name is not None:
                     return name, True
             t, f = self._vec(e.t, lane, dtype, w), self._vec(e.f, lane, dtype, w)
-            if not self._varies(c, lane):
+            if not varies:
                 return f"({self.expr(c)} ? {t} : {f})", True
             # A lane-dependent select evaluates both branches in every lane; a guarded load
             # (padding) would then read outside its buffer, so only load-free branches.

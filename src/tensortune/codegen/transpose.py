@@ -37,6 +37,7 @@ from ..tir.arith import evaluate_grid, linear, linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes, is_float
 from ..tir.functor import free_vars, iter_exprs, substitute
 from ..tir.stmt import Buffer, BufferStore, For, ForKind, Stmt
+from .c_header import vector_type
 
 if TYPE_CHECKING:
     from .simd import SimdEmitter
@@ -113,11 +114,10 @@ def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var
           extent: int, w: int, ind: int) -> bool:
     """The transposed block's C, one chunk of ``w`` lanes at a time; False (nothing
     emitted) when a value has no vector form."""
-    from .register_tile import vector_type as _vtype
     from .simd import _NoVec
 
     rows, dtype = len(stores), buf.dtype
-    vt, size = _vtype(dtype, w), dtype_bytes(dtype)
+    vt, size = vector_type(dtype, w), dtype_bytes(dtype)
     lane = Var("lane")
     em.ranges[lane] = (0, w - 1)
     saved, em.lines = em.lines, []
@@ -209,9 +209,8 @@ SHUFFLE = """#ifndef TT_SHUFFLE
 def zip_helpers(dtype: str, w: int, b: int) -> str:
     """``tt_zip<b>``: one round of the transpose, swapping bit ``b`` of the row with bit
     ``b`` of the lane between rows ``r`` and ``r + b`` (``SHUFFLE`` must precede it)."""
-    from .register_tile import vector_type as _vtype
 
-    vt = _vtype(dtype, w)
+    vt = vector_type(dtype, w)
     lo = ", ".join(str(w + k - b if k & b else k) for k in range(w))
     hi = ", ".join(str(w + k if k & b else k + b) for k in range(w))
     m = f"tt_m{vt[3:]}"

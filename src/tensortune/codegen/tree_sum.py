@@ -33,6 +33,7 @@ from ..tir.arith import linear_parts, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, is_float
 from ..tir.functor import free_vars
 from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, Seq
+from .c_header import vector_type
 
 if TYPE_CHECKING:
     from .simd import SimdEmitter
@@ -57,7 +58,6 @@ def tree_sum(em: SimdEmitter, s: For, ind: int) -> bool:
     """Emit ``s`` as a vector tree sum if it is a serial sum (with or without its init at
     the first iteration) over a contiguous run of a buffer; False (nothing emitted) if it
     is not one."""
-    from .register_tile import vector_type as _vtype
     from .simd import chunk_width
 
     if s.kind != ForKind.SERIAL:
@@ -101,7 +101,7 @@ def tree_sum(em: SimdEmitter, s: For, ind: int) -> bool:
     if parts is None or parts[0].get(s.var) != 1:
         return False
     base = parts[1]
-    vt = _vtype(dtype, w)
+    vt = vector_type(dtype, w)
     name = em.bufname[src.buffer]
     at = [em.expr(simplify(BinOp("+", base, IntImm(o), "int32"), em.ranges))
           for o in range(0, s.extent, w)]
