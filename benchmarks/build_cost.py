@@ -39,9 +39,9 @@ from tensortune.codegen import Target, compile_source, emit_c, lower, simd  # no
 from tensortune.database import Database  # noqa: E402
 from tensortune.measure.runner import LocalRunner, RunInput  # noqa: E402
 from tensortune.reference import evaluate, random_inputs  # noqa: E402
+from tensortune.rewrite import rewrite as rewritten_form  # noqa: E402
 from tensortune.search.records import replay  # noqa: E402
 from tensortune.search.search_strategy import SearchContext  # noqa: E402
-from tensortune.search.tune import tuned_func  # noqa: E402
 from tensortune.space import PostOrderApply  # noqa: E402
 
 CONVS = "c2d,c3d,grp,dil,convlayer,t2d,c1d,dep"
@@ -70,16 +70,17 @@ def gcc_seconds(source: str, target: Target, cache: Path) -> tuple[str, float]:
 
 def programs(func: tt.PrimFunc, gen: PostOrderApply, target: Target,
              draws: int, db: Database | None, top: int) -> list[tuple[tt.PrimFunc, bool]]:
-    """``draws`` seeded random programs of ``func``, then its ``top`` records in ``db``;
-    each with whether it is such a record."""
+    """``draws`` seeded random programs of the form of ``func`` that ``tune`` searches
+    (its rewrite where one applies), then its ``top`` records in ``db``; each with
+    whether it is such a record."""
+    func = rewritten_form(func) or func
     spaces = gen.generate(func)
     ctx = SearchContext(func, spaces, gen, set(), random.Random(0))
-    out = [(c.sch.func, False) for c in (ctx.draw(ctx.rng.randrange(len(spaces)))
-                                         for _ in range(draws)) if c is not None]
+    drawn = (ctx.draw(ctx.rng.randrange(len(spaces))) for _ in range(draws))
+    out = [(c.sch.func, False) for c in drawn if c is not None]
     if db is not None:
-        tuned = tuned_func(func, db, target)   # the rewritten form, if that was tuned
-        out += [(replay(tuned, r).func, True)
-                for r in db.top_k(tuned.structural_hash(), target.fingerprint(), top)]
+        out += [(replay(func, r).func, True)
+                for r in db.top_k(func.structural_hash(), target.fingerprint(), top)]
     return out
 
 

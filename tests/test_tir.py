@@ -327,3 +327,32 @@ def test_simplified_expressions_survive_pickling():
         back = pickle.loads(pickle.dumps(s))
         again = simplify(back, {x: (0, 7), y: (0, 5)})
         assert expr_str(again, str) == expr_str(s, str)
+
+
+@settings(max_examples=150, deadline=None)
+@given(x=_int_exprs(_VARS), rest=_int_exprs(_VARS), c=st.sampled_from([2, 3, 7, 16]),
+       k=st.sampled_from([1, 2, -3, 56]), order=st.permutations(range(3)),
+       seed=st.integers(0, 2**16))
+def test_a_quotient_and_remainder_pair_merges_and_keeps_its_value(x, rest, c, k, order,
+                                                                  seed):
+    """``x // c * (k * c) + x % c * k`` (in any order among other terms) becomes ``x * k``:
+    no ``x % c`` is left, and the value is the same on random points, negative ones
+    included (floor division)."""
+    from tensortune.tir.arith import evaluate_grid
+    from tensortune.tir.expr import BinOp, IntImm
+
+    def term(op: str, coef: int) -> BinOp:
+        return BinOp("*", BinOp(op, x, IntImm(c), "int32"), IntImm(coef), "int32")
+
+    parts = [term("//", k * c), term("%", k), rest]
+    e = parts[order[0]]
+    for i in order[1:]:
+        e = BinOp("+", e, parts[i], "int32")
+    got = simplify(e)
+    rng = np.random.default_rng(seed)
+    env = {v: rng.integers(-40, 70, 64) for v in _VARS}
+    before, after = evaluate_grid(e, env), evaluate_grid(got, env)
+    assert before is not None and after is not None
+    assert np.array_equal(np.broadcast_to(before, (64,)), np.broadcast_to(after, (64,)))
+    if "%" not in str(rest) and "//" not in str(x) and "%" not in str(x):
+        assert "%" not in str(got)

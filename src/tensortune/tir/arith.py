@@ -338,6 +338,11 @@ def _simplify_node(e: Expr, ranges: Ranges) -> Expr | None:
             return canonical(aff)   # with its affine form kept: its parent asks next
         lin = linear(e)
         if lin is not None and op in ("+", "-"):
+            merged = _merge_divmod(lin)
+            if merged is not None:
+                out = from_linear(merged)
+                aff = affine(out)
+                return out if aff is None else canonical(aff)
             return from_linear(lin)  # cancels equal atoms: (f // 56 + 3) - f // 56 -> 3
         if op == "+" and ca == 0:
             return b
@@ -348,6 +353,38 @@ def _simplify_node(e: Expr, ranges: Ranges) -> Expr | None:
         if op == "*" and (ca == 0 or cb == 0):
             return IntImm(0)
     return None
+
+
+def _merge_divmod(lin: Linear) -> Linear | None:
+    """``lin`` with each ``x // c * (k * c) + x % c * k`` made ``x * k`` (floor or truncated
+    division alike), None when it holds no such pair. A loop fused and split back indexes
+    a buffer so (the stride-phase copy's ``o // 2 * 2 + o % 2``), and the vector code
+    generator sees a contiguous access only in the merged form.
+
+    Example:
+        >>> simplify(f // 7 * 14 + f % 7 * 2 + 1)        # f * 2 + 1
+    """
+    terms, const = lin
+    out = None
+    for key, (m, _) in terms.items():
+        if not (isinstance(m, BinOp) and m.op == "%" and (c := as_int(m.b)) is not None):
+            continue
+        dkey = ("b", "//", structural_key(m.a), structural_key(m.b))
+        cur = terms if out is None else out
+        k = cur.get(key, (None, 0))[1]
+        if not k or cur.get(dkey, (None, 0))[1] != k * c:
+            continue
+        inner = linear(m.a)
+        if inner is None:
+            continue
+        out = dict(cur)
+        del out[key], out[dkey]
+        for ik, (x, n) in inner[0].items():
+            out[ik] = (x, out.get(ik, (x, 0))[1] + n * k)
+        const += inner[1] * k
+    if out is None:
+        return None
+    return {key: t for key, t in out.items() if t[1]}, const
 
 
 def _is_float_const(e: Expr, v: float) -> bool:
