@@ -2,6 +2,8 @@
 is stored by a loop over each vector's lanes, and keeps its meaning."""
 
 import ctypes
+import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -82,6 +84,8 @@ def test_lane_loops_compute_the_reference(width, tiles, cols, n_tiles, epilogue,
     widths = len({w for _, w in plan})
     shared = cols > 1 and n * 4 > 64
     assert src.count(LOOP) == widths * (1 if shared else cols)
+    # kept scalar only where the lanes are more than a cache line apart
+    assert src.count("TT_SCALAR_LOOP;") == (src.count(LOOP) if n * 4 > 64 else 0)
     assert ("C_local_r0[1] = (C_local_r0[1] +" in src) == strided_a
     inputs = random_inputs(f, seed=width * 1000 + tiles * 100 + cols * 10 + n_tiles)
     check_close(tt.build(sch)(*[np.copy(x) for x in inputs]), evaluate(f, inputs)[-1])
@@ -125,3 +129,30 @@ def test_sibling_write_backs_share_a_loop_only_when_independent(dependent):
     got = out2[:, 1] if dependent else out[:, 1]
     want = 2 * x[LANES:] + (2 * x[:LANES] if dependent else 0)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _vectorized_lines(src: str, tmp_path) -> set[int]:
+    """The source lines of the loops gcc reports as vectorized when it builds ``src``."""
+    path = tmp_path / "k.c"
+    path.write_text(src)
+    cmd = [TARGET.cc, *TARGET.flags, "-std=gnu99", "-shared", "-fPIC", "-fopt-info-vec-optimized",
+           "-o", str(tmp_path / "k.so"), str(path)]
+    report = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+    return {int(m.group(1)) for m in re.finditer(r"k\.c:(\d+):\d+: optimized: loop vectorized",
+                                                report)}
+
+
+@pytest.mark.skipif("gcc" not in TARGET.cc_version.lower(), reason="gcc's report")
+def test_lane_loops_stay_scalar(tmp_path):
+    """gcc leaves a lane loop a scalar loop: vectorized, it is again a store per lane and
+    vector, as costly to compile as the unrolled form it replaced. Without the marker
+    gcc does vectorize this one, so the check can fail."""
+    f = _write_backs(False)
+    src = emit_c(f, TARGET)
+    lines = src.splitlines()
+    loops = {i + 2 for i, line in enumerate(lines) if line.strip() == LOOP}
+    assert loops and all(lines[i - 1].strip().startswith("for (") for i in loops)
+    assert all(lines[i].strip() == "TT_SCALAR_LOOP;" for i in loops)
+    assert not _vectorized_lines(src, tmp_path) & loops
+    unmarked = src.replace("TT_SCALAR_LOOP;", ";")
+    assert _vectorized_lines(unmarked, tmp_path) & loops

@@ -14,12 +14,14 @@ gcc spent a third of its time on them (one C3D program: 0.40 s of CPU as written
 0.27-0.30 s with a loop per vector), and a third to a half of the random programs of
 seven of the suite's eight convolutions have such a write-back (RESULTS.md). Here each
 vector of the tile is copied to a small stack array, and one loop that gcc is asked not
-to unroll stores a lane of every vector per iteration (``lane_group`` for a run of
-sibling write-back loops in a sequence, ``lane_loop`` for a loop met on its own)::
+to unroll (nor, for lanes far apart, to vectorize) stores a lane of every vector per
+iteration (``lane_group`` for a run of sibling write-back loops in a sequence,
+``lane_loop`` for a loop met on its own)::
 
     { float acc_l0[16]; TT_IN_REG(acc_r0); tt_st_f32x16(acc_l0, acc_r0);
       float acc_l1[16]; TT_IN_REG(acc_r1); tt_st_f32x16(acc_l1, acc_r1);   # ...
       _Pragma("GCC unroll 1") for (int32_t lane = 0; lane < 16; ++lane) {
+        TT_SCALAR_LOOP;
         conv[base + lane * 6272] = acc_l0[lane];
         conv[base + lane * 6272 + 1] = acc_l1[lane]; ... } }
 
@@ -156,16 +158,41 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
             em.emit(f"TT_IN_REG({vec});", ind + 1)
             em.emit(f"tt_st_{vector_type(b.dtype, w)[3:]}({name}, {vec});", ind + 1)
     lv = em.var(lane)
+    scalar = _far_apart(em, chunks, lane)
     for w in dict.fromkeys(c[2] for c in chunks):   # widths, in order of first use
         em.ranges[lane] = (0, w - 1)
         em.emit('_Pragma("GCC unroll 1")', ind + 1)
         em.emit(f"for (int32_t {lv} = 0; {lv} < {w}; ++{lv}) {{", ind + 1)
+        if scalar:
+            em.emit("TT_SCALAR_LOOP;", ind + 2)
         for body, _, cw in chunks:
             if cw == w:
                 em.stmt(body, ind + 2)
         em.emit("}", ind + 1)
     em.emit("}", ind)
     em.ranges.pop(lane, None)
+
+
+def _far_apart(em: SimdEmitter, chunks: list[Chunk], lane: Var) -> bool:
+    """Whether every store of ``chunks`` steps farther than a cache line per lane: their
+    lane loop is then kept scalar (``TT_SCALAR_LOOP``). Vectorized, gcc turns it back
+    into a store per lane and vector, as costly to build as the unrolled form: on the
+    programs of seven convolutions and TBG that have such a loop, gcc took 0.60-0.96x
+    the CPU kept scalar and the kernels ran 0.99-1.01x as long (geometric means per
+    workload; RESULTS.md, "Lane loops kept scalar"). Lanes a line apart (a matmul's
+    transposed cache) stay vectorizable: two of eight GMM programs with such a loop ran
+    1.46-1.73x slower scalar, gcc spilling the reduction's operands in the register
+    tile's hot loop."""
+    from .transpose import MAX_LANE_STRIDE_BYTES
+
+    for body, _, w in chunks:
+        em.ranges[lane] = (0, w - 1)
+        for st in stores_in(body):
+            parts = linear_parts(em.flat(st.buffer, st.indices), {lane})
+            step = 0 if parts is None else abs(parts[0].get(lane, 0))
+            if step * dtype_bytes(st.buffer.dtype) <= MAX_LANE_STRIDE_BYTES:
+                return False
+    return True
 
 
 def _chunk(em: SimdEmitter, s: For, at: int, lane: Var) -> Chunk:
