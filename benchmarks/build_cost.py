@@ -1,11 +1,12 @@
 """What a code-generation change costs gcc and the kernels: compile time and speed of the
 same programs built two ways. By default: with lane loops for strided write-backs
 (``codegen.lane_loop``) and without them (each tile lane a statement of its own, as
-before 2026-11-26). With ``--flags``: the same C built with the target's gcc flags and
-with those flags added.
+before 2026-11-26). With ``--scalar-lanes``: lane loops as emitted, and with gcc free to
+vectorize them (their ``TT_SCALAR_LOOP`` marks taken out, as before 2026-11-27). With
+``--flags``: the same C built with the target's gcc flags and with those flags added.
 
 Run: python benchmarks/build_cost.py [--workloads c2d,c3d] [--draws 20] [--rounds 5]
-     [--flags="-fno-tree-loop-vectorize"] [--db tuning.db --top 5]
+     [--scalar-lanes | --flags="-fno-tree-loop-vectorize"] [--db tuning.db --top 5]
 
 For each workload, ``--draws`` programs are drawn from its design spaces with a fixed
 seed, and with ``--db`` the ``--top`` fastest records of the workload in that database
@@ -60,6 +61,12 @@ def sources(func: tt.PrimFunc, target: Target) -> tuple[str, str]:
     return before, emit_c(low, target)
 
 
+def unmarked(source: str) -> str:
+    """``source`` with its lane loops left to gcc's vectorizer."""
+    return "\n".join(line for line in source.split("\n")
+                     if line.strip() != "TT_SCALAR_LOOP;")
+
+
 def gcc_seconds(source: str, target: Target, cache: Path) -> tuple[str, float]:
     """The library's path and the CPU time gcc took to build it."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -91,6 +98,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--flags", default="", help="gcc flags added for the 'after' build; "
                     "without them, lane loops are what differs")
+    ap.add_argument("--scalar-lanes", action="store_true", help="lane loops as emitted "
+                    "against the same C with gcc free to vectorize them")
     ap.add_argument("--db", default=None, help="a tuning database: its best records too")
     ap.add_argument("--top", type=int, default=5)
     args = ap.parse_args()
@@ -110,6 +119,11 @@ def main() -> None:
             for f, stored in progs:
                 if extra:
                     before = after = emit_c(lower(f), target)
+                elif args.scalar_lanes:
+                    after = emit_c(lower(f), target)
+                    before = unmarked(after)
+                    if before == after:
+                        continue
                 else:
                     before, after = sources(f, target)
                     if before == after:
