@@ -178,11 +178,11 @@ def _far_apart(em: SimdEmitter, chunks: list[Chunk], lane: Var) -> bool:
     lane loop is then kept scalar (``TT_SCALAR_LOOP``). Vectorized, gcc turns it back
     into a store per lane and vector, as costly to build as the unrolled form: on the
     programs of seven convolutions and TBG that have such a loop, gcc took 0.60-0.96x
-    the CPU kept scalar and the kernels ran 0.99-1.01x as long (geometric means per
+    the CPU kept scalar and the kernels ran 0.98-1.01x as long (geometric means per
     workload; RESULTS.md, "Lane loops kept scalar"). Lanes a line apart (a matmul's
     transposed cache) stay vectorizable: two of eight GMM programs with such a loop ran
-    1.46-1.73x slower scalar, gcc spilling the reduction's operands in the register
-    tile's hot loop."""
+    1.3-1.7x slower scalar, gcc keeping the reduction's A vectors in stack slots in the
+    register tile's hot loop."""
     from .transpose import MAX_LANE_STRIDE_BYTES
 
     for body, _, w in chunks:
