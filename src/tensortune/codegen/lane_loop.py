@@ -181,7 +181,7 @@ def _far_apart(em: SimdEmitter, chunks: list[Chunk], lane: Var) -> bool:
     the CPU kept scalar and the kernels ran 0.98-1.01x as long (geometric means per
     workload; RESULTS.md, "Lane loops kept scalar"). Lanes a line apart (a matmul's
     transposed cache) stay vectorizable: two of eight GMM programs with such a loop ran
-    1.3-1.7x slower scalar, gcc keeping the reduction's A vectors in stack slots in the
+    1.3-1.9x slower scalar, gcc keeping the reduction's A vectors in stack slots in the
     register tile's hot loop."""
     from .transpose import MAX_LANE_STRIDE_BYTES
 
