@@ -341,9 +341,12 @@ def test_load_guard_probes_with_the_calls_its_reference_time_asks_for():
 
 def test_a_run_may_ask_for_its_own_timing_loop_length(data):
     # Each of the three timings loops for about its min_repeat_ms: a run that asks for
-    # 60 ms loops lasts about 180 ms, whatever the runner's own setting (1 ms) is. About:
-    # the calls per loop come from the time of one call, and later calls may run a little
-    # faster (179.98 ms was seen), so the bound leaves a sixth.
+    # 60 ms loops lasts about 180 ms, whatever the runner's own setting (1 ms, about
+    # 3 ms for the three) is. About: the calls per loop come from the time of one call,
+    # and on a busy machine that call can be several times slower than the ones it
+    # stands for (a bound of 150 ms failed once on this 2-core machine in a full test
+    # run, 2026-11-27), so the bound is a third: still 20x what the runner's setting
+    # would give.
     import time
     ins, exp = data
     # Some microseconds a call (the same product 200 times), so that 60 ms take fewer
@@ -358,6 +361,6 @@ def test_a_run_may_ask_for_its_own_timing_loop_length(data):
         took = time.perf_counter() - t0
         short = r.run([inp])[0]
     assert long.ok and short.ok and len(long.latencies) == 3
-    assert took >= 0.15
+    assert took >= 0.06
     # The override is for that run only: it leaves the runner's own setting as it was.
     assert r.min_repeat_s == 0.001

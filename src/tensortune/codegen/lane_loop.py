@@ -67,7 +67,7 @@ def lane_loop(em: SimdEmitter, s: For, ind: int) -> bool:
     chunks = _chunks(em, s, lane)
     if chunks is None:
         return False
-    _emit(em, chunks, lane, ind)
+    _emit(em, chunks, lane, ind, scalar=_far_stores(em, s))
     return True
 
 
@@ -98,7 +98,7 @@ def lane_group(em: SimdEmitter, stmts: tuple[Stmt, ...], p: int, ind: int) -> in
         n += 1
     if n == 0:
         return 0
-    _emit(em, run, lane, ind)
+    _emit(em, run, lane, ind, scalar=True)   # every loop of the run has far stores
     return n
 
 
@@ -142,10 +142,20 @@ def _chunks(em: SimdEmitter, s: For, lane: Var) -> list[Chunk] | None:
     return chunks
 
 
-def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
+def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int, scalar: bool) -> None:
     """One loop over ``lane`` per width of ``chunks``, each tile vector they read copied
     to its stack array first. The iterations of a vectorized loop are independent, so
-    its chunks may share a loop in any order."""
+    its chunks may share a loop in any order.
+
+    With ``scalar`` (every store steps farther than a cache line per lane) each loop is
+    kept from gcc's vectorizer (``TT_SCALAR_LOOP``). Vectorized, gcc turns it back into
+    a store per lane and vector, as costly to build as the unrolled form: on the
+    programs of seven convolutions and TBG that have such a loop, gcc took 0.60-0.96x
+    the CPU kept scalar and the kernels ran 0.98-1.01x as long (geometric means per
+    workload; RESULTS.md, "Lane loops kept scalar"). Lanes a line apart (a matmul's
+    transposed cache) stay vectorizable: two of eight GMM programs with such a loop ran
+    1.3-1.9x slower scalar, gcc keeping the reduction's A vectors in stack slots in the
+    register tile's hot loop."""
 
     em.emit("{", ind)
     for _, arrays, w in chunks:
@@ -158,7 +168,6 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
             em.emit(f"TT_IN_REG({vec});", ind + 1)
             em.emit(f"tt_st_{vector_type(b.dtype, w)[3:]}({name}, {vec});", ind + 1)
     lv = em.var(lane)
-    scalar = _far_apart(em, chunks, lane)
     for w in dict.fromkeys(c[2] for c in chunks):   # widths, in order of first use
         em.ranges[lane] = (0, w - 1)
         em.emit('_Pragma("GCC unroll 1")', ind + 1)
@@ -171,28 +180,6 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int) -> None:
         em.emit("}", ind + 1)
     em.emit("}", ind)
     em.ranges.pop(lane, None)
-
-
-def _far_apart(em: SimdEmitter, chunks: list[Chunk], lane: Var) -> bool:
-    """Whether every store of ``chunks`` steps farther than a cache line per lane: their
-    lane loop is then kept scalar (``TT_SCALAR_LOOP``). Vectorized, gcc turns it back
-    into a store per lane and vector, as costly to build as the unrolled form: on the
-    programs of seven convolutions and TBG that have such a loop, gcc took 0.60-0.96x
-    the CPU kept scalar and the kernels ran 0.98-1.01x as long (geometric means per
-    workload; RESULTS.md, "Lane loops kept scalar"). Lanes a line apart (a matmul's
-    transposed cache) stay vectorizable: two of eight GMM programs with such a loop ran
-    1.3-1.9x slower scalar, gcc keeping the reduction's A vectors in stack slots in the
-    register tile's hot loop."""
-    from .transpose import MAX_LANE_STRIDE_BYTES
-
-    for body, _, w in chunks:
-        em.ranges[lane] = (0, w - 1)
-        for st in stores_in(body):
-            parts = linear_parts(em.flat(st.buffer, st.indices), {lane})
-            step = 0 if parts is None else abs(parts[0].get(lane, 0))
-            if step * dtype_bytes(st.buffer.dtype) <= MAX_LANE_STRIDE_BYTES:
-                return False
-    return True
 
 
 def _chunk(em: SimdEmitter, s: For, at: int, lane: Var) -> Chunk:
