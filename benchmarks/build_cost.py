@@ -119,13 +119,12 @@ def main() -> None:
             for f, stored in progs:
                 if extra:
                     before = after = emit_c(lower(f), target)
-                elif args.scalar_lanes:
-                    after = emit_c(lower(f), target)
-                    before = unmarked(after)
-                    if before == after:
-                        continue
                 else:
-                    before, after = sources(f, target)
+                    if args.scalar_lanes:
+                        after = emit_c(lower(f), target)
+                        before = unmarked(after)
+                    else:
+                        before, after = sources(f, target)
                     if before == after:
                         continue
                 (lb, sb), (la, sa) = (gcc_seconds(s, t, Path(tmp)) for s, t in

@@ -73,8 +73,8 @@ static inline void* tt_alloc(size_t n) {
 #define TT_IN_REG(v) ((void)0)
 #endif
 /* TT_SCALAR_LOOP: the loop whose body starts with it is not vectorized (an empty volatile
-   asm, which no vectorizer can widen). A lane loop vectorized by gcc is the statement per
-   lane it replaced, and as costly to compile (codegen/lane_loop.py). */
+   asm, which no vectorizer can widen). Vectorized by gcc, a lane loop is a store per lane
+   and vector again, and costly to compile (codegen/lane_loop.py). */
 #define TT_SCALAR_LOOP __asm__ volatile("")
 """
 

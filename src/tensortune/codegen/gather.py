@@ -112,7 +112,6 @@ def gathered_copy(em: SimdEmitter, s: For, ind: int) -> bool:
 
 def _emit(em: SimdEmitter, dtype: str, dst: tuple[str, Expr, int], src: tuple[str, Expr, int],
           blocks: int, rows: int, lanes: int, ind: int) -> None:
-
     vt, size = vector_type(dtype, lanes), dtype_bytes(dtype)
     t = Var("blk")
     name = em.var(t)

@@ -148,14 +148,13 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int, scalar: boo
     its chunks may share a loop in any order.
 
     With ``scalar`` (every store steps farther than a cache line per lane) each loop is
-    kept from gcc's vectorizer (``TT_SCALAR_LOOP``). Vectorized, gcc turns it back into
-    a store per lane and vector, as costly to build as the unrolled form: on the
-    programs of seven convolutions and TBG that have such a loop, gcc took 0.60-0.96x
-    the CPU kept scalar and the kernels ran 0.98-1.01x as long (geometric means per
-    workload; RESULTS.md, "Lane loops kept scalar"). Lanes a line apart (a matmul's
-    transposed cache) stay vectorizable: two of eight GMM programs with such a loop ran
-    1.3-1.9x slower scalar, gcc keeping the reduction's A vectors in stack slots in the
-    register tile's hot loop."""
+    kept from gcc's vectorizer (``TT_SCALAR_LOOP``), which turns it back into a store per
+    lane and vector: on the programs of seven convolutions and TBG that have such a
+    loop, gcc took 0.60-0.96x the CPU kept scalar and the kernels ran 0.98-1.01x as long
+    (geometric means per workload; RESULTS.md, "Lane loops kept scalar"). Lanes a line
+    apart (a matmul's transposed cache) stay vectorizable: two of eight GMM programs
+    with such a loop ran 1.3-1.9x slower scalar, gcc keeping the reduction's A vectors
+    in stack slots in the register tile's hot loop."""
 
     em.emit("{", ind)
     for _, arrays, w in chunks:

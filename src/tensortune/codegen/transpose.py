@@ -209,7 +209,6 @@ SHUFFLE = """#ifndef TT_SHUFFLE
 def zip_helpers(dtype: str, w: int, b: int) -> str:
     """``tt_zip<b>``: one round of the transpose, swapping bit ``b`` of the row with bit
     ``b`` of the lane between rows ``r`` and ``r + b`` (``SHUFFLE`` must precede it)."""
-
     vt = vector_type(dtype, w)
     lo = ", ".join(str(w + k - b if k & b else k) for k in range(w))
     hi = ", ".join(str(w + k if k & b else k + b) for k in range(w))

@@ -369,7 +369,7 @@ def _merge_divmod(lin: Linear) -> Linear | None:
     for key, (m, _) in terms.items():
         if not (isinstance(m, BinOp) and m.op == "%" and (c := as_int(m.b)) is not None):
             continue
-        dkey = ("b", "//", structural_key(m.a), structural_key(m.b))
+        dkey = structural_key(BinOp("//", m.a, m.b, m.dtype))
         cur = terms if out is None else out
         k = cur.get(key, (None, 0))[1]
         if not k or cur.get(dkey, (None, 0))[1] != k * c:
