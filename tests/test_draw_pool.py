@@ -6,6 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tensortune as tt
 from tensortune.cost_model.cost_model import RandomModel
@@ -13,7 +15,7 @@ from tensortune.database import Database
 from tensortune.measure import LocalBuilder, LocalRunner
 from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.search import EvolutionarySearch, SearchContext
-from tensortune.search.draw_pool import DrawPool, PoolError
+from tensortune.search.draw_pool import DrawPool, PoolError, Shares
 from tensortune.search.search_strategy import ReplayTrace
 from tensortune.search.tune import TuningTask
 from tensortune.space import PostOrderApply, ScheduleFn
@@ -149,3 +151,38 @@ def test_a_candidate_whose_c_fails_in_a_worker_is_a_codegen_record(tmp_path):
     for c, r in zip([batch[0], batch[2]], [recs[0], recs[2]]):
         assert r.trace == c.trace_json
         assert tt.Schedule.from_trace(task.func, r.trace).func.structural_hash() == c.program
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 120), st.integers(1, 4), st.lists(st.integers(0, 3), max_size=400))
+def test_shares_deal_every_item_once(n, workers, order):
+    shares = Shares(n, workers)
+    size = -(-n // workers)
+    dealt: list[int] = []
+    first: dict[int, range] = {}
+    # Workers ask in any order; then each asks until nothing is left.
+    for w in [w % workers for w in order] + [w for w in range(workers) for _ in range(n + 1)]:
+        got = shares.next(w)
+        if got is None:
+            continue
+        assert len(got) >= 1
+        first.setdefault(w, got)
+        dealt += list(got)
+    assert sorted(dealt) == list(range(n))
+    assert all(shares.next(w) is None for w in range(workers))
+    # A worker's first chunk is the front of its own share, or from another's share
+    # (its own was taken while it had not asked yet).
+    for w, got in first.items():
+        assert got.start == w * size or not w * size <= got.start < (w + 1) * size
+
+
+def test_a_failing_request_raises_and_leaves_the_pool_usable():
+    with DrawPool(FUNC, SPACES, GEN.postprocs, workers=2) as pool:
+        good = [(0, {}, [], seed) for seed in range(6)]
+        before = pool.draw(good)
+        # Space 99 does not exist: an error in the worker other than an illegal decision.
+        with pytest.raises(RuntimeError, match="drawing a candidate in a worker failed"):
+            pool.draw(good[:3] + [(99, {}, [], 1)] + good[3:])
+        # Every reply of the failed request was read: the next one gets its own.
+        after = pool.draw(good)
+    assert [d.program for d in after] == [d.program for d in before]

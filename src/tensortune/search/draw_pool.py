@@ -31,8 +31,8 @@ import pickle
 import subprocess
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
-from typing import Any
+from multiprocessing.connection import Connection, wait
+from typing import Any, cast
 
 import numpy as np
 
@@ -63,6 +63,40 @@ class Drawn:
 
 class PoolError(RuntimeError):
     """A worker died or could not be started; the caller draws serially instead."""
+
+
+class Shares:
+    """How a request's items are dealt to ``workers``. Each owns a contiguous share (a
+    parent's mutants are drawn together, where a worker's replay cache most often
+    resumes from a shared prefix) and takes it a chunk at a time from the front, each
+    chunk ``1 / (2 * workers)`` of what is left of the share; one whose share is done
+    takes chunks from the back of the largest share left. Dealt in two halves, the first
+    worker's reply of a 256-trial C3D run's draws came 11 s (of 44) before the last's,
+    the emits' 4.6 s (of 12): some replays resume from a cached prefix, others start
+    from the beginning.
+
+    Example:
+        >>> s = Shares(10, 2)
+        >>> s.next(0), s.next(1), s.next(0)     # (range(0, 2), range(5, 7), range(2, 3))
+    """
+
+    def __init__(self, n: int, workers: int) -> None:
+        size = -(-n // workers)
+        self.left = [[min(i * size, n), min(i * size + size, n)] for i in range(workers)]
+
+    def next(self, worker: int) -> range | None:
+        """The next chunk for ``worker``, or None when every item is dealt."""
+        share = self.left[worker]
+        if share[1] == share[0]:
+            share = max(self.left, key=lambda s: s[1] - s[0])
+            if share[1] == share[0]:
+                return None
+        k = -(-(share[1] - share[0]) // (2 * len(self.left)))
+        if share is self.left[worker]:
+            share[0] += k
+            return range(share[0] - k, share[0])
+        share[1] -= k
+        return range(share[1], share[1] + k)
 
 
 class DrawPool:
@@ -103,23 +137,36 @@ class DrawPool:
         if not items:
             return []
         self.start()
-        n = len(self._conns)
-        # Contiguous shares keep a parent's mutants together, where a worker's replay
-        # cache most often resumes from a shared prefix.
-        size = -(-len(items) // n)
-        shares = [items[i:i + size] for i in range(0, len(items), size)]
+        shares = Shares(len(items), len(self._conns))
+        out: list[Any] = [None] * len(items)
+        busy: dict[Connection, range] = {}
+        failed: str | None = None
+
+        def give(conn: Connection) -> None:
+            got = shares.next(self._conns.index(conn))
+            if got is not None:
+                conn.send(message(items[got.start:got.stop]))
+                busy[conn] = got
+
         try:
-            for conn, share in zip(self._conns, shares):
-                conn.send(message(share))
-            replies = [conn.recv() for conn in self._conns[:len(shares)]]
+            for conn in self._conns:
+                give(conn)
+            while busy:
+                for ready in wait(list(busy)):
+                    conn = cast(Connection, ready)
+                    reply = conn.recv()
+                    done = busy.pop(conn)
+                    if isinstance(reply, str):   # an exception other than an illegal
+                        failed = failed or reply  # decision: the others finish first
+                        continue
+                    out[done.start:done.stop] = reply
+                    if failed is None:
+                        give(conn)
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError) as e:
             self.close()
             raise PoolError(f"a draw worker stopped: {e}") from e
-        out: list[Any] = []
-        for reply in replies:
-            if isinstance(reply, str):   # an exception other than an illegal decision
-                raise RuntimeError(f"{what} in a worker failed: {reply}")
-            out += reply
+        if failed is not None:
+            raise RuntimeError(f"{what} in a worker failed: {failed}")
         return out
 
     def close(self) -> None:
