@@ -48,21 +48,31 @@ def data():
     return ins, evaluate(FUNC, ins)
 
 
-def test_fault_injection_reports_and_recovers(data):
+@pytest.mark.parametrize("share", [1, 4])
+def test_fault_injection_reports_and_recovers(data, share, tmp_path):
+    """With ``share`` 4 the kernels are built in shared libraries (``codegen.joint``):
+    each reports its own fault, and C that follows the layout but does not compile
+    fails its unit, whose other sources are then built one by one."""
     ins, exp = data
-    builder = LocalBuilder()
+    builder = LocalBuilder(share=share, cache_dir=tmp_path)
     names = list(FAULTS) + ["good"]
     srcs = [_kernel(FAULTS[n][0]) for n in FAULTS] + [_kernel(GOOD)]
-    srcs.append("this is not C")
+    srcs += ["this is not C", _kernel("int x = ;")]
     built = builder.build([BuildInput(FUNC, s) for s in srcs])
-    assert built[-1].error_kind == "compile" and "error" in built[-1].error_msg
+    for bad in built[-2:]:
+        assert bad.error_kind == "compile" and "error" in bad.error_msg
+    if share > 1:   # the good ones still share libraries
+        assert len({b.lib_path for b in built[:-2]}) < len(names)
+        assert {b.suffix for b in built[:-2]} != {""}
     with LocalRunner(timeout=3.0, repeat=3, min_repeat_ms=1) as runner:
         for name, b in zip(names, built):
             assert b.ok, b.error_msg
             # After every fault, a good kernel still runs on the same runner.
-            res, good = runner.run([RunInput(b.lib_path, FUNC, "gmm", ins, exp),
-                                    RunInput(built[len(FAULTS)].lib_path, FUNC, "gmm", ins,
-                                             exp)])
+            g = built[len(FAULTS)]
+            res, good = runner.run([RunInput(b.lib_path, FUNC, "gmm", ins, exp,
+                                             suffix=b.suffix),
+                                    RunInput(g.lib_path, FUNC, "gmm", ins, exp,
+                                             suffix=g.suffix)])
             want = FAULTS[name][1] if name in FAULTS else None
             assert res.error_kind == want, (name, res.error_msg)
             if want:
@@ -98,6 +108,56 @@ def test_given_sources_build_longest_first_and_come_back_in_order(monkeypatch):
     assert started == sorted(srcs, key=len, reverse=True)
     assert [b.source for b in built] == srcs
     assert [b.ok for b in built] == [True, True, False, True]
+
+
+def test_units_are_dealt_longest_first_and_alike():
+    # Sources with the emitter's layout and one prefix, of many lengths.
+    srcs = [_kernel(GOOD + "/* pad */" * n) for n in (9, 1, 5, 7, 3, 8, 2, 6, 4, 0)]
+    builder = LocalBuilder(max_workers=2, share=4)
+    units = builder._units([BuildInput(FUNC, s) for s in srcs])
+    assert sorted(i for u in units for i in u) == list(range(len(srcs)))
+    assert [len(u) for u in units] == [4, 3, 3]         # ceil(10 / 4) units
+    sizes = [sum(len(srcs[i]) for i in u) for u in units]
+    assert sizes == sorted(sizes, reverse=True)
+    for u in units:   # dealt in a snake from the longest: each unit's longest first
+        assert [len(srcs[i]) for i in u] == sorted((len(srcs[i]) for i in u), reverse=True)
+    # At least one unit per worker, and a source that cannot join builds alone.
+    two = builder._units([BuildInput(FUNC, s) for s in srcs[:2]])
+    assert sorted(map(len, two)) == [1, 1]
+    odd = ["#pragma GCC optimize (\"O1\")\n" + srcs[0], "not C"] + srcs[1:4]
+    assert [len(u) for u in builder._units([BuildInput(FUNC, s) for s in odd])] \
+        == [2, 1, 1, 1]
+    # Without every source given, or with share 1: a unit per source.
+    assert all(len(u) == 1 for u in LocalBuilder(share=1)._units(
+        [BuildInput(FUNC, s) for s in srcs]))
+
+
+@pytest.mark.parametrize("name", ["c2d", "dense"])
+def test_drawn_programs_built_together_each_check(name, tmp_path):
+    """Kernels the emitter wrote, built in shared libraries, each run as its own source's
+    kernel: checked against the reference."""
+    import random
+
+    from tensortune.measure.builder import write_c
+    from tensortune.search.search_strategy import SearchContext
+    from tensortune.space import PostOrderApply
+
+    func = tt.workloads.get(name, **({"N": 1, "C": 8, "K": 16, "H": 10, "W": 10}
+                                     if name == "c2d" else {"M": 8, "N": 64, "K": 24}))
+    target = tt.Target.host()
+    gen = PostOrderApply.default(target)
+    ctx = SearchContext(func, gen.generate(func), gen, set(), random.Random(3))
+    cands = [c for c in (ctx.draw(0) for _ in range(12)) if c is not None][:8]
+    srcs = [write_c(lambda c=c: c.sch.func, target)[0] for c in cands]
+    built = LocalBuilder(target, cache_dir=tmp_path, share=4).build(
+        [BuildInput(c.sch.func, s) for c, s in zip(cands, srcs)])
+    assert len({b.lib_path for b in built}) < len(built)   # some share a library
+    ins = random_inputs(func)
+    exp = evaluate(func, ins)
+    with LocalRunner(repeat=1, min_repeat_ms=1) as runner:
+        res = runner.run([RunInput(b.lib_path, c.sch.func, name, ins, exp, suffix=b.suffix)
+                          for c, b in zip(cands, built)])
+    assert all(r.ok for r in res), [r.error_msg for r in res if not r.ok]
 
 
 def test_measure_checks_a_schedule():

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from ..codegen import Target, compile_source, emit_c, lower
 from ..codegen.compile import default_cache_dir
+from ..codegen.joint import join, prefix, suffix
 from ..codegen.kernel_cache import CacheUsage, max_bytes, prune
 from ..errors import BuildError
 from ..tir.stmt import PrimFunc
@@ -43,6 +45,9 @@ class BuildResult:
     build_seconds: float
     error_kind: str | None = None  # "codegen" | "compile" | "timeout"
     error_msg: str | None = None
+    # The suffix of this kernel's symbols (``tt_time_1``) in a library built from several
+    # sources (``codegen.joint``); pass it on in ``RunInput.suffix``.
+    suffix: str = ""
 
     @property
     def ok(self) -> bool:
@@ -75,16 +80,28 @@ def write_c(program: Callable[[], PrimFunc], target: Target) -> tuple[str | None
         return None, f"{type(e).__name__}: {e}"
 
 
+# The most given sources a tuning run's builder compiles as one unit (``share``). Four:
+# sixteen C3D sources took 0.82 of the gcc CPU of separate builds as four units, 0.79-0.81
+# as two (one pair of rounds), and a step's 16-20 sources in units of four keep both
+# cores' threads fed (RESULTS.md).
+SHARE = 4
+
+
 class LocalBuilder:
     """Compiles with the system C compiler on a thread pool (gcc runs as a subprocess, so
-    threads build in parallel)."""
+    threads build in parallel). With ``share`` > 1, a call whose sources are all given
+    builds them in units of up to ``share`` (``codegen.joint``): a result's ``suffix``
+    names its kernel in the library; a unit gcc fails on is built again source by source,
+    so each failure is its own source's."""
 
     def __init__(self, target: Target | None = None, max_workers: int | None = None,
-                 timeout: float = 60.0, cache_dir: Path | None = None) -> None:
+                 timeout: float = 60.0, cache_dir: Path | None = None,
+                 share: int = 1) -> None:
         self.target = target or Target.host()
         self.max_workers = max_workers or self.target.cores
         self.timeout = timeout
         self.cache_dir = cache_dir
+        self.share = share
         self.cache_limit = max_bytes()      # read now: a bad setting fails before a run
 
     def _one(self, inp: BuildInput) -> BuildResult:
@@ -101,6 +118,42 @@ class LocalBuilder:
             return BuildResult(None, source, time.perf_counter() - t0, kind, str(e))
         return BuildResult(str(lib), source, time.perf_counter() - t0)
 
+    def _unit(self, inputs: list[BuildInput]) -> list[BuildResult]:
+        if len(inputs) == 1:
+            return [self._one(inputs[0])]
+        t0 = time.perf_counter()
+        sources = [x.source or "" for x in inputs]
+        try:
+            lib = compile_source(join(sources), self.target, self.cache_dir,
+                                 self.timeout * len(inputs))
+        except BuildError:
+            return [self._one(x) for x in inputs]
+        each = (time.perf_counter() - t0) / len(inputs)
+        return [BuildResult(str(lib), src, each, suffix=suffix(k))
+                for k, src in enumerate(sources)]
+
+    def _units(self, inputs: list[BuildInput]) -> list[list[int]]:
+        """The indices of ``inputs`` grouped into units, longest first. Sources join when
+        they share their prefix, in as many units as it takes to hold ``share`` each and
+        at least one per worker, dealt longest first in a snake so the units are alike."""
+        if self.share <= 1 or any(x.source is None for x in inputs):
+            return [[i] for i in sorted(range(len(inputs)),
+                                        key=lambda i: -len(inputs[i].source or ""))]
+        by_prefix: dict[object, list[int]] = {}
+        for i, x in enumerate(inputs):
+            head = prefix(x.source or "")
+            by_prefix.setdefault(i if head is None else head, []).append(i)
+        units: list[list[int]] = []
+        for group in by_prefix.values():
+            group.sort(key=lambda i: -len(inputs[i].source or ""))
+            n = max(math.ceil(len(group) / self.share), min(self.max_workers, len(group)))
+            dealt: list[list[int]] = [[] for _ in range(n)]
+            for j, i in enumerate(group):
+                row, col = divmod(j, n)
+                dealt[col if row % 2 == 0 else n - 1 - col].append(i)
+            units += dealt
+        return sorted(units, key=lambda u: -sum(len(inputs[i].source or "") for i in u))
+
     def build(self, inputs: list[BuildInput]) -> list[BuildResult]:
         """The results of ``inputs``, in order. When every source is given, the longest go
         to the compiler first: a long build left for last keeps one core busy while the
@@ -108,11 +161,10 @@ class LocalBuilder:
         0.66 with their length)."""
         if len(inputs) <= 1:
             return [self._one(x) for x in inputs]
-        order = list(range(len(inputs)))
-        if all(x.source is not None for x in inputs):
-            order.sort(key=lambda i: -len(inputs[i].source or ""))
+        units = self._units(inputs)
         with ThreadPoolExecutor(self.max_workers) as pool:
-            done = dict(zip(order, pool.map(self._one, [inputs[i] for i in order])))
+            built = list(pool.map(lambda u: self._unit([inputs[i] for i in u]), units))
+        done = {i: b for u, got in zip(units, built) for i, b in zip(u, got)}
         return [done[i] for i in range(len(inputs))]
 
     def prune_cache(self) -> CacheUsage:

@@ -33,6 +33,7 @@ class RunInput:
     inputs: list[np.ndarray]
     expected: list[np.ndarray] | None = None
     cutoff: float | None = None
+    suffix: str = ""    # of the kernel's symbols in a library of several (BuildResult's)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ class LocalRunner:
             self._kill()
             self._start()
         send_arrays = inp.key not in self._keys
-        msg = {"key": inp.key, "lib_path": inp.lib_path,
+        msg = {"key": inp.key, "lib_path": inp.lib_path, "suffix": inp.suffix,
                "out_specs": [(b.shape, b.dtype) for b in inp.func.outputs],
                "inputs": inp.inputs if send_arrays else None,
                "expected": (inp.expected if self.check else None) if send_arrays else None,

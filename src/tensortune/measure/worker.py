@@ -26,10 +26,10 @@ CALIBRATED_BY_CHECK = 1e-3
 
 
 def _time(lib: Any, args: Any, repeat: int, min_repeat_s: float, flush: int,
-          number: int = 0) -> tuple[list[float], int]:
+          number: int = 0, suffix: str = "") -> tuple[list[float], int]:
     """``repeat`` timings of a kernel already run once, and the calls per timing
     (``number``; 0: picked so a timing lasts ``min_repeat_s``)."""
-    fn = lib.tt_time
+    fn = getattr(lib, "tt_time" + suffix)
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_long,
                    ctypes.c_void_p]
     fn.restype = ctypes.c_int
@@ -48,9 +48,11 @@ def run_one(msg: dict, cache: dict) -> dict:
     if msg.get("inputs") is not None:
         cache[key] = (msg["inputs"], msg["expected"])
     inputs, expected = cache[key]
+    suffix = msg.get("suffix", "")
     try:
         lib = ctypes.CDLL(msg["lib_path"])
-    except OSError as e:
+        fn = getattr(lib, "tt_packed" + suffix)
+    except (OSError, AttributeError) as e:
         return {"error_kind": "load", "error_msg": str(e)}
     outs = []
     for shape, dtype in msg["out_specs"]:
@@ -59,7 +61,6 @@ def run_one(msg: dict, cache: dict) -> dict:
         outs.append(o)
     arrays = list(inputs) + outs
     args = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-    fn = lib.tt_packed
     fn.argtypes = [ctypes.c_void_p]
     fn.restype = ctypes.c_int32
     number = int(msg.get("number") or 0)
@@ -68,7 +69,7 @@ def run_one(msg: dict, cache: dict) -> dict:
         # A probe of a kernel checked before, with its calls per timing known (the load
         # guard's reference): no call beyond the timing's own.
         lat, _ = _time(lib, args, msg["repeat"], msg["min_repeat_s"], msg["flush_bytes"],
-                       number)
+                       number, suffix)
         return {"latencies": lat}
     t0 = time.perf_counter()
     if fn(args) != 0:
@@ -89,15 +90,17 @@ def run_one(msg: dict, cache: dict) -> dict:
     if cutoff is not None:
         # One repeat first: a candidate far slower than the best so far needs no precise
         # figure, and most candidates of a search are such (tinygrad's early stop).
-        probe, number = _time(lib, args, 1, msg["min_repeat_s"], msg["flush_bytes"], number)
+        probe, number = _time(lib, args, 1, msg["min_repeat_s"], msg["flush_bytes"], number,
+                              suffix)
         if probe[0] > cutoff or msg["repeat"] == 1:
             return {"latencies": probe}
         # The probe counts as the first repeat; the rest keep its calls per timing (no
         # second calibration: a GMM kernel's timing made 14 calls where 11 do).
         rest, _ = _time(lib, args, msg["repeat"] - 1, msg["min_repeat_s"], msg["flush_bytes"],
-                        number)
+                        number, suffix)
         return {"latencies": probe + rest}
-    lat, _ = _time(lib, args, msg["repeat"], msg["min_repeat_s"], msg["flush_bytes"], number)
+    lat, _ = _time(lib, args, msg["repeat"], msg["min_repeat_s"], msg["flush_bytes"], number,
+                   suffix)
     return {"latencies": lat}
 
 

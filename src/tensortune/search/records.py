@@ -90,7 +90,8 @@ def retime_records(db: Database, func: PrimFunc, records: list[TuningRecord],
         for i, (sch, b, r) in enumerate(zip(schs, built, records)):
             if i in failed or b.lib_path is None:
                 continue
-            res = runner.run([RunInput(b.lib_path, sch.func, r.workload, ins, expected)],
+            res = runner.run([RunInput(b.lib_path, sch.func, r.workload, ins, expected,
+                                       suffix=b.suffix)],
                              RETIME_REPEAT_MS)[0]
             if res.error_kind in ("wrong_result", "non_finite"):
                 failed[i] = (res.error_kind, res.error_msg)

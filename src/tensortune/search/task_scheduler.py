@@ -40,6 +40,7 @@ from ..codegen import Target
 from ..database import Database
 from ..errors import TensorTuneError
 from ..measure import LocalBuilder, LocalRunner
+from ..measure.builder import SHARE
 from ..tir.analysis import flop_count
 from ..tir.functor import blocks_in
 from ..tir.stmt import PrimFunc
@@ -175,7 +176,7 @@ class TaskScheduler:
 
     def tune(self, trials: int) -> list[TaskState]:
         """Spend ``trials`` new measurements across the tasks; returns the task states."""
-        builder = LocalBuilder(self.target)
+        builder = LocalBuilder(self.target, share=SHARE)
         self.spent, t0 = 0, time.perf_counter()
         with LocalRunner(timeout=self.timeout, min_repeat_ms=SEARCH_REPEAT_MS) as runner:
             while self.spent < trials:

@@ -31,7 +31,7 @@ from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
 from ..measure import BuildInput, BuildResult, LoadGuard, LocalBuilder, LocalRunner, RunInput
-from ..measure.builder import source_hash, write_c
+from ..measure.builder import SHARE, source_hash, write_c
 from ..reference import CheckError, check_close, evaluate, random_inputs
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
@@ -261,7 +261,7 @@ class TuningTask:
                 cutoff = (self.early_stop * self.best_latency
                           if self.best_latency < float("inf") else None)
                 r = runner.run([RunInput(b.lib_path, self.func, self.workload, self.ins,
-                                         self.expected, cutoff)])[0]
+                                         self.expected, cutoff, b.suffix)])[0]
                 lat, ek, em = r.latencies, r.error_kind, r.error_msg
             else:
                 lat, ek, em = [], b.error_kind, b.error_msg
@@ -277,7 +277,8 @@ class TuningTask:
             if rec.ok and rec.latency < self.best_latency and self.guard is not None:
                 assert b.lib_path is not None
                 self.guard.reference(RunInput(b.lib_path, self.func, self.workload,
-                                              self.ins, self.expected), min(rec.latencies))
+                                              self.ins, self.expected, suffix=b.suffix),
+                                     min(rec.latencies))
             self.trials += 1
             self.errors += 0 if rec.ok else 1
             self.best_latency = min(self.best_latency, rec.latency)
@@ -405,7 +406,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     task = TuningTask(func, db, tgt, strategy=strategy, cost_model=cost_model, space=space,
                       seed=seed, name=name, rewrite=rewrite, early_stop=early_stop,
                       prior=prior, load_guard=load_guard, draw_workers=draw_workers)
-    builder = LocalBuilder(tgt)
+    builder = LocalBuilder(tgt, share=SHARE)
     result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
 
