@@ -128,6 +128,8 @@ def test_units_are_dealt_longest_first_and_alike():
     assert [len(u) for u in builder._units([BuildInput(FUNC, s) for s in odd])] \
         == [2, 1, 1, 1]
     # Without every source given, or with share 1: a unit per source.
+    assert all(len(u) == 1 for u in builder._units(
+        [BuildInput(FUNC, s) for s in srcs] + [BuildInput(FUNC)]))
     assert all(len(u) == 1 for u in LocalBuilder(share=1)._units(
         [BuildInput(FUNC, s) for s in srcs]))
 

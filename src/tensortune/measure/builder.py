@@ -81,9 +81,9 @@ def write_c(program: Callable[[], PrimFunc], target: Target) -> tuple[str | None
 
 
 # The most given sources a tuning run's builder compiles as one unit (``share``). Four:
-# sixteen C3D sources took 0.82 of the gcc CPU of separate builds as four units, 0.79-0.81
-# as two (one pair of rounds), and a step's 16-20 sources in units of four keep both
-# cores' threads fed (RESULTS.md).
+# units of four from a tuning run's batches took 0.87-0.91 (C3D) and 0.78-1.05 (T2D) of
+# the gcc CPU of separate builds over four alternating rounds (RESULTS.md); larger units
+# would save a little more of the fixed cost and leave fewer units to share two cores.
 SHARE = 4
 
 
