@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import random
 import resource
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +44,7 @@ from tensortune.measure.runner import LocalRunner, RunInput  # noqa: E402
 from tensortune.reference import evaluate, random_inputs  # noqa: E402
 from tensortune.rewrite import rewrite as rewritten_form  # noqa: E402
 from tensortune.search.records import replay  # noqa: E402
-from tensortune.search.search_strategy import SearchContext  # noqa: E402
+from tensortune.search.search_strategy import Candidate, SearchContext  # noqa: E402
 from tensortune.space import PostOrderApply  # noqa: E402
 
 CONVS = "c2d,c3d,grp,dil,convlayer,t2d,c1d,dep"
@@ -75,16 +77,24 @@ def gcc_seconds(source: str, target: Target, cache: Path) -> tuple[str, float]:
     return str(lib), (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
+def draw_forever(func: tt.PrimFunc, gen: PostOrderApply) -> Iterator[Candidate | None]:
+    """Seeded draws (seed 0) from the design spaces of the form of ``func`` that ``tune``
+    searches (its rewrite where one applies); None where a draw was illegal."""
+    func = rewritten_form(func) or func
+    spaces = gen.generate(func)
+    ctx = SearchContext(func, spaces, gen, set(), random.Random(0))
+    while True:
+        yield ctx.draw(ctx.rng.randrange(len(spaces)))
+
+
 def programs(func: tt.PrimFunc, gen: PostOrderApply, target: Target,
              draws: int, db: Database | None, top: int) -> list[tuple[tt.PrimFunc, bool]]:
     """``draws`` seeded random programs of the form of ``func`` that ``tune`` searches
     (its rewrite where one applies), then its ``top`` records in ``db``; each with
     whether it is such a record."""
-    func = rewritten_form(func) or func
-    spaces = gen.generate(func)
-    ctx = SearchContext(func, spaces, gen, set(), random.Random(0))
-    drawn = (ctx.draw(ctx.rng.randrange(len(spaces))) for _ in range(draws))
+    drawn = itertools.islice(draw_forever(func, gen), draws)
     out = [(c.sch.func, False) for c in drawn if c is not None]
+    func = rewritten_form(func) or func
     if db is not None:
         out += [(replay(func, r).func, True)
                 for r in db.top_k(func.structural_hash(), target.fingerprint(), top)]

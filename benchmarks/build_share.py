@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import pickle
-import random
 import resource
 import sys
 import tempfile
@@ -32,25 +31,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tensortune as tt  # noqa: E402
+from benchmarks.build_cost import draw_forever  # noqa: E402
 from tensortune.codegen import Target, compile_source  # noqa: E402
 from tensortune.codegen.joint import join  # noqa: E402
 from tensortune.measure import BuildInput, LocalBuilder  # noqa: E402
 from tensortune.measure.builder import write_c  # noqa: E402
-from tensortune.rewrite import rewrite  # noqa: E402
 from tensortune.schedule import Schedule  # noqa: E402
-from tensortune.search.search_strategy import SearchContext  # noqa: E402
 from tensortune.space import PostOrderApply  # noqa: E402
 
 
 def batches(name: str, n: int, size: int, target: Target) -> list[list[BuildInput]]:
-    func = tt.workloads.get(name)
-    func = rewrite(func) or func
-    gen = PostOrderApply.default(target)
-    spaces = gen.generate(func)
-    ctx = SearchContext(func, spaces, gen, set(), random.Random(0))
     out: list[BuildInput] = []
-    while len(out) < n * size:
-        c = ctx.draw(ctx.rng.randrange(len(spaces)))
+    for c in draw_forever(tt.workloads.get(name), PostOrderApply.default(target)):
+        if len(out) == n * size:
+            break
         if c is None:
             continue
         src, _ = write_c(lambda c=c: c.sch.func, target)

@@ -31,9 +31,7 @@ def measure(obj: Any, *, repeat: int = 7, min_repeat_ms: float = 50.0, timeout: 
     own = runner is None
     r = runner or LocalRunner(timeout=timeout, repeat=repeat, min_repeat_ms=min_repeat_ms)
     try:
-        assert built.lib_path is not None
-        return r.run([RunInput(built.lib_path, func, original.structural_hash(), ins, exp,
-                                suffix=built.suffix)])[0]
+        return r.run([built.run_input(func, original.structural_hash(), ins, exp)])[0]
     finally:
         if own:
             r.close()

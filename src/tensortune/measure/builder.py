@@ -26,6 +26,7 @@ from ..codegen.kernel_cache import CacheUsage, max_bytes, prune
 from ..errors import BuildError
 from ..tir.stmt import PrimFunc
 from ..tir.verify import verify
+from .runner import RunInput
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,19 @@ class BuildResult:
     error_kind: str | None = None  # "codegen" | "compile" | "timeout"
     error_msg: str | None = None
     # The suffix of this kernel's symbols (``tt_time_1``) in a library built from several
-    # sources (``codegen.joint``); pass it on in ``RunInput.suffix``.
+    # sources (``codegen.joint``); ``run_input`` passes it on.
     suffix: str = ""
 
     @property
     def ok(self) -> bool:
         return self.error_kind is None
+
+    def run_input(self, func: PrimFunc, key: str, inputs: list, expected: list | None = None,
+                  cutoff: float | None = None) -> RunInput:
+        """What the runner needs to check and time this kernel (its library and symbols);
+        the library must have built."""
+        assert self.lib_path is not None, "a failed build has no kernel to run"
+        return RunInput(self.lib_path, func, key, inputs, expected, cutoff, self.suffix)
 
     @cached_property
     def source_hash(self) -> str | None:
@@ -82,8 +90,9 @@ def write_c(program: Callable[[], PrimFunc], target: Target) -> tuple[str | None
 
 # The most given sources a tuning run's builder compiles as one unit (``share``). Four:
 # units of four from a tuning run's batches took 0.87-0.91 (C3D) and 0.78-1.05 (T2D) of
-# the gcc CPU of separate builds over four alternating rounds (RESULTS.md); larger units
-# would save a little more of the fixed cost and leave fewer units to share two cores.
+# the gcc CPU of separate builds over four alternating rounds (RESULTS.md). Larger units
+# were not measured that way (one first pair of rounds read 0.79-0.81 for eight), and a
+# step's 16-20 sources in fewer units would leave less to share two cores.
 SHARE = 4
 
 

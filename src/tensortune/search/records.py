@@ -22,7 +22,7 @@ import numpy as np
 from ..codegen import Target, emit_c, lower
 from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
-from ..measure import BuildInput, BuildResult, LocalBuilder, LocalRunner, RunInput, source_hash
+from ..measure import BuildInput, BuildResult, LocalBuilder, LocalRunner, source_hash
 from ..measure.runner import MIN_REPEAT_MS
 from ..reference import evaluate, random_inputs
 from ..schedule import Schedule
@@ -90,8 +90,7 @@ def retime_records(db: Database, func: PrimFunc, records: list[TuningRecord],
         for i, (sch, b, r) in enumerate(zip(schs, built, records)):
             if i in failed or b.lib_path is None:
                 continue
-            res = runner.run([RunInput(b.lib_path, sch.func, r.workload, ins, expected,
-                                       suffix=b.suffix)],
+            res = runner.run([b.run_input(sch.func, r.workload, ins, expected)],
                              RETIME_REPEAT_MS)[0]
             if res.error_kind in ("wrong_result", "non_finite"):
                 failed[i] = (res.error_kind, res.error_msg)

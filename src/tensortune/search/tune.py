@@ -30,7 +30,7 @@ from ..cost_model.prior import prior_model
 from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
-from ..measure import BuildInput, BuildResult, LoadGuard, LocalBuilder, LocalRunner, RunInput
+from ..measure import BuildInput, BuildResult, LoadGuard, LocalBuilder, LocalRunner
 from ..measure.builder import SHARE, source_hash, write_c
 from ..reference import CheckError, check_close, evaluate, random_inputs
 from ..rewrite import rewrite as rewritten_form
@@ -255,13 +255,12 @@ class TuningTask:
                 self.twins += 1
                 continue
             if b.ok:
-                assert b.lib_path is not None
                 if self.guard is not None:
                     self.guard.wait(runner)
                 cutoff = (self.early_stop * self.best_latency
                           if self.best_latency < float("inf") else None)
-                r = runner.run([RunInput(b.lib_path, self.func, self.workload, self.ins,
-                                         self.expected, cutoff, b.suffix)])[0]
+                r = runner.run([b.run_input(self.func, self.workload, self.ins,
+                                            self.expected, cutoff)])[0]
                 lat, ek, em = r.latencies, r.error_kind, r.error_msg
             else:
                 lat, ek, em = [], b.error_kind, b.error_msg
@@ -275,10 +274,8 @@ class TuningTask:
             if rec.source:
                 self.timed[rec.source] = rec
             if rec.ok and rec.latency < self.best_latency and self.guard is not None:
-                assert b.lib_path is not None
-                self.guard.reference(RunInput(b.lib_path, self.func, self.workload,
-                                              self.ins, self.expected, suffix=b.suffix),
-                                     min(rec.latencies))
+                self.guard.reference(b.run_input(self.func, self.workload, self.ins,
+                                                 self.expected), min(rec.latencies))
             self.trials += 1
             self.errors += 0 if rec.ok else 1
             self.best_latency = min(self.best_latency, rec.latency)
