@@ -6,7 +6,7 @@ Run: python benchmarks/pool_replay.py capture --workload c3d --trials 128 --out 
 
 ``capture`` tunes the workload (seed 1, a scratch database and kernel cache) and saves
 the function, its design spaces and every request the run sent its ``DrawPool`` (the
-draws of each evolution, the traces whose C it wrote). ``time`` sends them again, in
+draws of each evolution, the candidates whose C it wrote). ``time`` sends them again, in
 order, to a fresh two-worker pool per round and prints per round: wall seconds, the
 workers' user + system CPU seconds (from ``/proc``, Linux) and CPU / wall.
 Run ``time`` from two checkouts on one capture file (``PYTHONPATH=other/src``),
@@ -43,9 +43,9 @@ def capture(workload: str, trials: int, out: Path) -> None:
         calls.append(("draw", list(requests)))
         return draw(self, requests)
 
-    def record_emit(self: draw_pool.DrawPool, traces: list[str], target: Target) -> Any:
-        calls.append(("emit", list(traces)))
-        return emit(self, traces, target)
+    def record_emit(self: draw_pool.DrawPool, items: list[Any], target: Target) -> Any:
+        calls.append(("emit", list(items)))
+        return emit(self, items, target)
 
     draw_pool.DrawPool.draw = record_draw  # type: ignore[method-assign]
     draw_pool.DrawPool.emit = record_emit  # type: ignore[method-assign]

@@ -72,7 +72,7 @@ def test_a_closed_task_draws_here(tmp_path):
     task = TuningTask(FUNC, Database(tmp_path / "t.db"), tt.Target.host(), seed=2,
                       draw_workers=2, load_guard=False)
     batch = task.strategy.generate(4)
-    assert len(batch) == 4 and all(c._sch is None and c.trace_json for c in batch)
+    assert len(batch) == 4 and all(c._sch is None and c.request for c in batch)
     task.close()
     assert task.strategy.ctx.pool is None
     later = task.strategy.generate(4)
@@ -124,13 +124,24 @@ def test_the_workers_write_the_c_written_here():
     target = tt.Target.host()
     with DrawPool(FUNC, SPACES, GEN.postprocs, workers=2) as pool:
         cands = _propose(ReplayTrace(), pool, 7, 5)
-        emitted = pool.emit([c.trace_json for c in cands] + ["not a trace"], target)
-    assert len(emitted) == 6
-    for c, (source, error, seconds) in zip(cands, emitted):
+        assert all(c.request is not None and not c.trace_json for c in cands)
+        items = [(c.request, c.program) for c in cands]
+        emitted = pool.emit(items, target)
+        # From the traces the workers sent back: the same C again.
+        again = pool.emit([trace for _, _, _, trace in emitted] + ["not a trace"], target)
+        # A request said to draw another program: an error, not that program's C.
+        wrong = pool.emit([(cands[0].request, cands[1].program)], target)
+    assert len(emitted) == 5 and len(again) == 6
+    for c, (source, error, seconds, trace), (source2, _, _, trace2) in zip(cands, emitted,
+                                                                            again):
         assert error is None and seconds > 0
-        assert source == emit_c(lower(c.sch.func), target)
-    source, error, _ = emitted[-1]
+        assert source == emit_c(lower(c.sch.func), target) == source2
+        assert tt.Schedule.from_trace(FUNC, trace).func.structural_hash() == c.program
+        assert trace2 == trace
+    source, error, _, _ = again[-1]
     assert source is None and "malformed trace JSON" in error
+    [(source, error, _, _)] = wrong
+    assert source is None and "no longer draws program" in error
 
 
 def test_a_candidate_whose_c_fails_in_a_worker_is_a_codegen_record(tmp_path):
@@ -138,7 +149,9 @@ def test_a_candidate_whose_c_fails_in_a_worker_is_a_codegen_record(tmp_path):
                       draw_workers=2, load_guard=False)
     try:
         batch = task.strategy.generate(3)
-        batch[1].trace_json = batch[1].trace_json.replace('"split"', '"no_such_primitive"')
+        good = batch[1].sch.trace.as_json()      # replayed here from its request
+        batch[1]._sch = None
+        batch[1].trace_json = good.replace('"split"', '"no_such_primitive"')
         with LocalRunner() as runner:
             builder = LocalBuilder(task.target)
             recs = task._measure(builder, runner, batch, task._emit(batch, builder.target),

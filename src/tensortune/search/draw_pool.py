@@ -6,23 +6,29 @@ their features, all in Python on one core; on the 2-core host that was 19-26% of
 sends the requests (design space, decisions, post-processor decisions, seed: all drawn by the
 caller's random generator, so the programs do not depend on how the work is split) to
 ``workers`` processes, each with its own replay cache. They send back the plain data of
-each candidate (its decisions, structural hash, features and trace as JSON) and the caller
-replays a trace only when its candidate is chosen for measurement.
+each candidate (its decisions, structural hash and features); the caller keeps the
+request to replay it by. A candidate's trace is written as JSON only with its C
+(``emit``): written for every draw, it took 17% of a worker's drawing in a 256-trial DIL
+run, where about one draw in twelve was measured.
 
 The workers are plain interpreters running ``draw_worker``, as the runner's are
 (``measure.process``: no re-import of the caller's ``__main__``). A design space whose
 post-processors cannot be pickled (a user's template with a closure) is drawn in the
 caller instead.
 
-The workers also write the C of the candidates chosen for measurement (``emit``): the
-tuner then never replays them, and only gcc runs beside it while a batch builds (the
-Python lowering of a batch, 3-6 s of a 64-trial C2D run, held the interpreter lock in
-the builder's threads, one core at a time).
+The workers also write the C of the candidates chosen for measurement (``emit``), each
+from its request (replayed with the worker's cache) or from a trace as JSON, and send
+back the trace of the program they wrote: the tuner then never replays them, and only
+gcc runs beside it while a batch builds (the Python lowering of a batch, 3-6 s of a
+64-trial C2D run, held the interpreter lock in the builder's threads, one core at a
+time).
 
 Example:
     >>> with DrawPool(func, spaces, gen.postprocs, workers=2) as pool:
-    ...     results = pool.draw([(0, {}, [], 7), (0, {3: [4, 8]}, [], 8)])
-    ...     [(source, error, seconds)] = pool.emit([results[0].trace_json], Target.host())
+    ...     requests = [(0, {}, [], 7), (0, {3: [4, 8]}, [], 8)]
+    ...     drawn = pool.draw(requests)
+    ...     [(source, error, seconds, trace)] = pool.emit([(requests[0], drawn[0].program)],
+    ...                                                   Target.host())
 """
 
 from __future__ import annotations
@@ -47,6 +53,11 @@ from ..tir.stmt import PrimFunc
 Request = tuple[int, dict[int, Any], list[Any], int]
 # A candidate's C, or None and why not, and the seconds its code generation took.
 Emitted = tuple[str | None, str | None, float]
+# What ``emit`` writes the C of: a trace as JSON, or a request with the structural hash
+# of the program it drew (a replay that draws another program is an error, not C).
+EmitItem = str | tuple[Request, str]
+# ``Emitted`` and the trace of the program written, as JSON ("" when none was replayed).
+Written = tuple[str | None, str | None, float, str]
 
 
 @dataclass(frozen=True)
@@ -58,7 +69,6 @@ class Drawn:
     post: list[Any]
     program: str
     features: np.ndarray
-    trace_json: str
 
 
 class PoolError(RuntimeError):
@@ -126,11 +136,12 @@ class DrawPool:
         primitive illegal. Raises ``PoolError`` if a worker is gone (the pool is closed)."""
         return self._ask(requests, lambda share: share, "drawing a candidate")
 
-    def emit(self, traces: list[str], target: Target) -> list[Emitted]:
-        """The C of each trace (JSON, of this pool's function) for ``target``, written in
-        the workers; a trace whose program fails to verify or lower comes back as None
-        with the error. Raises ``PoolError`` if a worker is gone."""
-        return self._ask(traces, lambda share: {"emit": share, "target": target},
+    def emit(self, items: list[EmitItem], target: Target) -> list[Written]:
+        """The C of each item (a trace as JSON, of this pool's function, or a request and
+        its program's hash) for ``target``, written in the workers, with the trace of the
+        program written; a program that fails to replay, verify or lower comes back as
+        None with the error. Raises ``PoolError`` if a worker is gone."""
+        return self._ask(items, lambda share: {"emit": share, "target": target},
                          "writing a candidate's C")
 
     def _ask(self, items: list[Any], message: Any, what: str) -> list[Any]:
@@ -217,14 +228,29 @@ def draw_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], req
     if got is None:
         return None
     sch, own, rest = got
-    return Drawn(own, rest, sch.func.structural_hash(), extract(sch.func),
-                 sch.trace.as_json())
+    return Drawn(own, rest, sch.func.structural_hash(), extract(sch.func))
 
 
-def emit_one(func: PrimFunc, trace_json: str, target: Target) -> Emitted:
-    """The C of ``func`` scheduled by ``trace_json`` (the worker's side of ``emit``); a
-    failure is a value, as the builder's own code generation makes it."""
+def emit_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], item: EmitItem,
+             target: Target, cache: Any) -> Written:
+    """The C of ``func`` scheduled by ``item`` (the worker's side of ``emit``) and the
+    trace of that schedule; a failure is a value, as the builder's own code generation
+    makes it."""
     t0 = time.perf_counter()
-    source, error = write_c(lambda: Schedule.from_trace(func, trace_json, verify=False).func,
-                            target)
-    return source, error, time.perf_counter() - t0
+    done: list[Schedule] = []
+
+    def program() -> PrimFunc:
+        if isinstance(item, str):
+            sch = Schedule.from_trace(func, item, verify=False)
+        else:
+            (space, decisions, post, seed), want = item
+            got = replay_draw(func, spaces[space], seed, postprocs, decisions, post, cache)
+            if got is None or got[0].func.structural_hash() != want:
+                raise RuntimeError(f"the request {item[0]!r} no longer draws program {want}")
+            sch = got[0]
+        done.append(sch)
+        return sch.func
+
+    source, error = write_c(program, target)
+    trace = item if isinstance(item, str) else done[0].trace.as_json() if done else ""
+    return source, error, time.perf_counter() - t0, trace

@@ -33,7 +33,8 @@ def worker_main(conn: Connection) -> None:
 
     def handle(msg: Any) -> list[Any]:
         if isinstance(msg, dict):   # the C of traces chosen for measurement
-            return [emit_one(func, t, msg["target"]) for t in msg["emit"]]
+            return [emit_one(func, spaces, postprocs, t, msg["target"], cache)
+                    for t in msg["emit"]]
         return [draw_one(func, spaces, postprocs, r, cache) for r in msg]
 
     # An exception other than an illegal decision goes back as text; the caller raises it.

@@ -14,24 +14,26 @@ from __future__ import annotations
 
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..codegen import Target
 from ..database import TuningRecord
+from ..errors import TensorTuneError
 from ..schedule import Schedule, Trace
 from ..space import ReplayCache
 from ..space.space_generator import SpaceGenerator
 from ..tir.stmt import PrimFunc
-from .draw_pool import DrawPool, Emitted, PoolError, replay_draw
+from .draw_pool import DrawPool, EmitItem, Emitted, PoolError, Request, replay_draw
 
 
 @dataclass
 class Candidate:
     """A program proposed for measurement. One drawn in a worker (``DrawPool``) arrives as
-    its trace (``trace_json`` of ``base``) and is replayed when its schedule is asked for:
-    most candidates of a batch's evolution are only scored, never built."""
+    its plain data and the ``request`` that drew it, and is replayed when its schedule is
+    asked for (``redraw``): most candidates of a batch's evolution are only scored, never
+    built. Its ``trace_json`` comes with its C when a worker writes that."""
 
     _sch: Schedule | None
     space: int                      # index of the design space it was drawn from
@@ -43,6 +45,8 @@ class Candidate:
     _features: Any = None
     trace_json: str = ""
     base: PrimFunc | None = None    # the function ``trace_json`` schedules
+    request: Request | None = None  # what drew it in a worker
+    redraw: Callable[[Request], Schedule] | None = None   # replays ``request`` here
 
     def __post_init__(self) -> None:
         if not self.program:
@@ -51,8 +55,13 @@ class Candidate:
     @property
     def sch(self) -> Schedule:
         if self._sch is None:
-            assert self.base is not None and self.trace_json, "a candidate with no program"
-            self._sch = Schedule.from_trace(self.base, self.trace_json, verify=False)
+            if self.trace_json:
+                assert self.base is not None, "a trace with no function"
+                self._sch = Schedule.from_trace(self.base, self.trace_json, verify=False)
+            else:
+                assert self.request is not None and self.redraw is not None, \
+                    "a candidate with no program"
+                self._sch = self.redraw(self.request)
         return self._sch
 
     def features(self) -> Any:
@@ -109,23 +118,42 @@ class SearchContext:
                 self.pool = None
             else:
                 return [None if g is None else
-                        Candidate(None, s, g.decisions, g.post, g.program,
-                                  niche(self.spaces[s], s, g.decisions), g.features,
-                                  g.trace_json, self.func)
-                        for (s, _, _, _), g in zip(seeded, got)]
+                        Candidate(None, r[0], g.decisions, g.post, g.program,
+                                  niche(self.spaces[r[0]], r[0], g.decisions), g.features,
+                                  base=self.func, request=r, redraw=self._redraw)
+                        for r, g in zip(seeded, got)]
         return [self._drawn(s, d, p, seed) for s, d, p, seed in seeded]
 
+    def _redraw(self, request: Request) -> Schedule:
+        """The schedule a worker drew for ``request``, replayed here."""
+        space, decisions, post, seed = request
+        got = replay_draw(self.func, self.spaces[space], seed, self.generator.postprocs,
+                          decisions, post, self.cache)
+        if got is None:
+            raise TensorTuneError(f"the request {request!r} no longer draws a program")
+        return got[0]
+
     def emit(self, cands: Sequence[Candidate], target: Target) -> list[Emitted] | None:
-        """The C of ``cands``, written in the pool's workers from their traces; None when
-        there is no pool or a candidate was drawn here (its program is at hand)."""
+        """The C of ``cands``, written in the pool's workers from their requests (or
+        traces), each candidate's ``trace_json`` set from what the worker replayed; None
+        when there is no pool or a candidate was drawn here (its program is at hand)."""
         if self.pool is None or not cands or any(c._sch is not None for c in cands):
             return None
+        items: list[EmitItem] = []
+        for c in cands:
+            if c.trace_json or c.request is None:
+                items.append(c.trace_json)
+            else:
+                items.append((c.request, c.program))
         try:
-            return self.pool.emit([c.trace_json for c in cands], target)
+            written = self.pool.emit(items, target)
         except PoolError as e:
             warnings.warn(f"{e}; drawing candidates in this process from now on", stacklevel=2)
             self.pool = None
             return None
+        for c, (_, _, _, trace) in zip(cands, written):
+            c.trace_json = c.trace_json or trace
+        return [(source, error, seconds) for source, error, seconds, _ in written]
 
 
 def niche(space: Trace, index: int, decisions: dict[int, Any]) -> tuple[Any, ...]:
