@@ -42,6 +42,8 @@ ARMS: dict[str, dict[str, object]] = {
 TUNE_ARMS: dict[str, dict[str, object]] = {
     "draw0": {"draw_workers": 0},
     "draw2": {"draw_workers": 2},
+    "b16": {"double_after": None},
+    "b16x2": {"double_after": 64},
 }
 
 

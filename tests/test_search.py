@@ -603,3 +603,25 @@ def test_search_trials_time_short_loops_and_the_retiming_long_ones(tmp_path, mon
     retime = {s for stage, s in seen if stage == "retime"}
     assert SEARCH_REPEAT_MS < RETIME_REPEAT_MS
     assert trial == {SEARCH_REPEAT_MS / 1000} and retime == {RETIME_REPEAT_MS / 1000}
+
+
+@pytest.mark.parametrize("double_after", [8, None])
+def test_batches_double_once_double_after_trials_are_measured(tmp_path, monkeypatch,
+                                                              double_after):
+    from tensortune.search.tune import TuningTask
+
+    asked: list[int] = []
+    step = TuningTask.step
+
+    def spy(self, builder, runner, n, progress=None):
+        asked.append(n)
+        return step(self, builder, runner, n, progress)
+
+    monkeypatch.setattr(TuningTask, "step", spy)
+    res = tt.tune(FUNCS["gmm"], trials=22, database=tmp_path / "t.db", seed=0,
+                  strategy="replay", batch_size=4, double_after=double_after,
+                  sched_variants=0, retime_top=0, load_guard=False, draw_workers=0)
+    assert res.trials == 22
+    # Each batch measured in full (the small GMM's space is far from spent), so the
+    # sizes asked for are those of the schedule: 4s to 8 trials, then 8s, then the rest.
+    assert asked == ([4, 4, 8, 6] if double_after else [4, 4, 4, 4, 4, 2])
