@@ -32,7 +32,7 @@ def worker_main(conn: Connection) -> None:
     cache = ReplayCache()
 
     def handle(msg: Any) -> list[Any]:
-        if isinstance(msg, dict):   # the C of traces chosen for measurement
+        if isinstance(msg, dict):   # the C of the candidates chosen for measurement
             return [emit_one(func, spaces, postprocs, t, msg["target"], cache)
                     for t in msg["emit"]]
         return [draw_one(func, spaces, postprocs, r, cache) for r in msg]
