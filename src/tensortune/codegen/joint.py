@@ -3,8 +3,8 @@
 Every source the emitter writes starts with the same text for a given target and set of
 vector widths (the C library's declarations, the helpers, the vector types), then
 defines ``tt_kernel``, ``tt_packed``, ``tt_now`` and ``tt_time``. Each gcc run pays for
-starting ``cc1``, parsing that text, the assembler and the link whatever the kernel:
-some 60 ms of the 0.3-0.5 s a convolution's kernel takes. A unit of several kernels
+starting ``cc1`` and parsing that text (27 ms of CPU), then the assembler and the link
+(40 ms), whatever the kernel; a C3D or T2D source took 0.22-0.51 s in all. A unit of several kernels
 pays once, each kernel's symbols renamed by a suffix (``tt_time_2``) with ``#define``,
 so its text is compiled as written (24 kernels of C3D and T2D units: the same
 instructions as built alone). Units of four sources of a tuning run's batches took a

@@ -218,6 +218,16 @@ def replay_draw(func: PrimFunc, space: Trace, seed: int, postprocs: list[Postpro
     return sch, own, rest[:2]
 
 
+def redraw(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], request: Request,
+           cache: Any) -> Schedule | None:
+    """The schedule ``request`` draws (its seed makes it the same each time), or None if
+    a decision is illegal: how a worker writes a chosen candidate's C and how the caller
+    gets a pooled candidate's schedule (``Candidate.sch``)."""
+    space, decisions, post, seed = request
+    got = replay_draw(func, spaces[space], seed, postprocs, decisions, post, cache)
+    return None if got is None else got[0]
+
+
 def draw_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], req: Request,
              cache: Any) -> Drawn | None:
     """Replay one request and keep the plain data of its candidate (the worker's side)."""
@@ -237,20 +247,20 @@ def emit_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], ite
     trace of that schedule; a failure is a value, as the builder's own code generation
     makes it."""
     t0 = time.perf_counter()
-    done: list[Schedule] = []
+    if isinstance(item, str):
+        source, error = write_c(lambda: Schedule.from_trace(func, item, verify=False).func,
+                                target)
+        return source, error, time.perf_counter() - t0, item
+    replayed: list[Schedule] = []
 
     def program() -> PrimFunc:
-        if isinstance(item, str):
-            sch = Schedule.from_trace(func, item, verify=False)
-        else:
-            (space, decisions, post, seed), want = item
-            got = replay_draw(func, spaces[space], seed, postprocs, decisions, post, cache)
-            if got is None or got[0].func.structural_hash() != want:
-                raise RuntimeError(f"the request {item[0]!r} no longer draws program {want}")
-            sch = got[0]
-        done.append(sch)
+        request, want = item
+        sch = redraw(func, spaces, postprocs, request, cache)
+        if sch is None or sch.func.structural_hash() != want:
+            raise RuntimeError(f"the request {request!r} no longer draws program {want}")
+        replayed.append(sch)
         return sch.func
 
     source, error = write_c(program, target)
-    trace = item if isinstance(item, str) else done[0].trace.as_json() if done else ""
+    trace = replayed[0].trace.as_json() if replayed else ""
     return source, error, time.perf_counter() - t0, trace

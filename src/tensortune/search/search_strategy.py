@@ -25,7 +25,7 @@ from ..schedule import Schedule, Trace
 from ..space import ReplayCache
 from ..space.space_generator import SpaceGenerator
 from ..tir.stmt import PrimFunc
-from .draw_pool import DrawPool, EmitItem, Emitted, PoolError, Request, replay_draw
+from .draw_pool import DrawPool, EmitItem, Emitted, PoolError, Request, redraw, replay_draw
 
 
 @dataclass
@@ -126,12 +126,10 @@ class SearchContext:
 
     def _redraw(self, request: Request) -> Schedule:
         """The schedule a worker drew for ``request``, replayed here."""
-        space, decisions, post, seed = request
-        got = replay_draw(self.func, self.spaces[space], seed, self.generator.postprocs,
-                          decisions, post, self.cache)
-        if got is None:
+        sch = redraw(self.func, self.spaces, self.generator.postprocs, request, self.cache)
+        if sch is None:
             raise TensorTuneError(f"the request {request!r} no longer draws a program")
-        return got[0]
+        return sch
 
     def emit(self, cands: Sequence[Candidate], target: Target) -> list[Emitted] | None:
         """The C of ``cands``, written in the pool's workers from their requests (or
