@@ -18,9 +18,12 @@ FLOPs of ../shared/workloads.md. "GB/s" is the workload's inputs and outputs (ea
 once) over the re-timed latency, and "% roofline" the re-timed GFLOP/s over the lower of
 the FMA peak and the read bandwidth at that footprint times FLOPs per byte
 (``measure.roofline``): NRM, SMX and LNM are bound by how fast they read, not by FMAs.
-TVM MetaSchedule is tuned at every checkpoint budget right after each workload, when an
-interpreter with `apache-tvm` is at hand: this one if it imports tvm, else the one named
-by ``--tvm-python`` (``--tvm-python none`` skips it);
+TVM MetaSchedule is tuned right after each workload, when an interpreter with
+`apache-tvm` is at hand: this one if it imports tvm, else the one named by
+``--tvm-python`` (``--tvm-python none`` skips it). Its best kernel of each checkpoint
+budget is timed in the same alternating rounds as ours and the baselines (in a process
+of its own, with TVM's ``time_evaluator``), so "vs TVM" compares two kernels timed
+seconds apart, not minutes;
 see benchmarks/tvm_compare.py for that interpreter's pins. The run ends with the
 issue's speed targets checked against its table (benchmarks/targets.py).
 """
@@ -28,12 +31,13 @@ issue's speed targets checked against its table (benchmarks/targets.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import datetime
 import importlib.util
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -99,9 +103,12 @@ def main() -> None:
         flops = tt.workloads.flops(name)
         res = tt.tune(func, trials=args.trials, database=db_path, name=name, seed=0)
         g = [flops / best_at(res.history, c) / 1e9 for c in checkpoints]
+        tvm = tvm_compare.tune(tvm_py, name, max(checkpoints), target.cores) if tvm_py else None
         x = random_inputs(func)
         npf, thf = numpy_fn(name, x), torch_fn(name, x)
-        *ours, npt, tht = interleaved(res, db_path, checkpoints, x, npf, thf)
+        with tvm_timer(tvm_py, name, tvm, checkpoints, target.cores) as timer:
+            *ours, npt, tht = interleaved(res, db_path, checkpoints, x, npf, thf, timer)
+            tvm_lat = timer.best if timer is not None else None
         # The peak read again after each workload, the highest reading kept: one reading
         # taken while a neighbour is busy (seen: 243 against 346) would flatter % peak.
         peak = max(peak, fma_peak(target.cores, target))
@@ -117,8 +124,7 @@ def main() -> None:
             f"{npg:.1f}" if npg else "-", f"{thg:.1f}" if thg else "-",
             f"{gr / thg:.2f}x" if thg else "-"]
         if tvm_py:
-            row += tvm_cells(tvm_py, name, checkpoints, gc, res.trials / res.seconds,
-                             target.cores)
+            row += tvm_cells(name, tvm, tvm_lat, gc, res.trials / res.seconds)
         rows.append(row)
         print("| " + " | ".join(row) + " |", flush=True)
     print(f"peak, the highest reading of the run: {peak:.0f} GFLOP/s", flush=True)
@@ -128,18 +134,60 @@ def main() -> None:
     curves(args, out, stamp, target)
 
 
-def tvm_cells(python: str, name: str, checkpoints: list[int], ours: list[float],
-              ours_tps: float, cores: int) -> list[str]:
-    """TVM tuned to the largest budget, its best of the first N trials re-timed in a fresh
-    process for each budget N; ours / TVM at each; TVM's trials per second and ours / its."""
-    res = tvm_compare.run(python, name, checkpoints, threads=cores)
-    if isinstance(res, str):
-        print(f"TVM {name} failed: {res}", flush=True)
-        return ["failed", "-"] * len(checkpoints) + ["-", "-"]
+class TimedTvm:
+    """TVM's checkpoint kernels (``tvm_compare.TvmTimer``) for ``interleaved``: each
+    round times them once; ``best`` keeps each one's fastest round, None once a round
+    failed (the cells then say so, and the suite goes on)."""
+
+    def __init__(self, timer: tvm_compare.TvmTimer, n: int) -> None:
+        self.timer = timer
+        self.best: list[float] | None = [float("inf")] * n
+
+    def round(self) -> None:
+        if self.best is None:
+            return
+        try:
+            self.best = [min(b, t) for b, t in zip(self.best, self.timer.round())]
+        except tvm_compare.TvmError as e:
+            self.best = None
+            print(f"TVM timing failed: {e}", flush=True)
+
+
+@contextlib.contextmanager
+def tvm_timer(python: str | None, name: str, tuned: tvm_compare.TvmTuned | str | None,
+              checkpoints: list[int], cores: int) -> Iterator[TimedTvm | None]:
+    """TVM's best kernel of each checkpoint compiled in a process that times them on
+    demand; None without TVM or when its tuning or compiling failed."""
+    if python is None or tuned is None:
+        yield None
+        return
+    if isinstance(tuned, str):
+        print(f"TVM {name} failed: {tuned}", flush=True)
+        yield None
+        return
+    try:
+        timer = tvm_compare.TvmTimer(python, name, tvm_compare.checkpoint_dirs(
+            tuned, checkpoints), threads=cores)
+    except tvm_compare.TvmError as e:
+        print(f"TVM {name} failed to compile: {e}", flush=True)
+        yield None
+        return
+    with timer:
+        yield TimedTvm(timer, len(checkpoints))
+
+
+def tvm_cells(name: str, tuned: tvm_compare.TvmTuned | str | None,
+              latencies: list[float] | None, ours: list[float], ours_tps: float) -> list[str]:
+    """TVM's re-timed GFLOP/s at each checkpoint and ours / TVM; TVM's trials per second
+    and ours / its. "failed" cells when its tuning or timing failed."""
+    if not isinstance(tuned, tvm_compare.TvmTuned) or latencies is None:
+        return ["failed", "-"] * len(ours) + ["-", "-"]
     cells = []
-    for c, g in zip(checkpoints, ours):
-        cells += [f"{res.gflops[c]:.1f}", f"{g / res.gflops[c]:.2f}x"]
-    return cells + [f"{res.trials_per_s:.2f}", f"{ours_tps / res.trials_per_s:.1f}x"]
+    for lat, g in zip(latencies, ours):
+        tg = tvm_compare.FLOPS[name] / lat / 1e9
+        cells += [f"{tg:.1f}", f"{g / tg:.2f}x"]
+    return cells + [f"{tuned.trials_per_s:.2f}", f"{ours_tps / tuned.trials_per_s:.1f}x"]
+
 
 def checkpoint_schedules(res: tt.TuneResult, db_path: str,
                          checkpoints: list[int]) -> list[tt.Schedule]:
@@ -159,9 +207,11 @@ def checkpoint_schedules(res: tt.TuneResult, db_path: str,
 
 def interleaved(res: tt.TuneResult, db_path: str, checkpoints: list[int],
                 x: list[np.ndarray], npf: Callable[[], object] | None,
-                thf: Callable[[], object] | None, rounds: int = 7) -> list[float]:
-    """Each checkpoint's best kernel, NumPy and PyTorch timed in alternating rounds, each
-    one's best median kept: on a shared machine a baseline timed minutes after the search
+                thf: Callable[[], object] | None, tvm: TimedTvm | None = None,
+                rounds: int = 7) -> list[float]:
+    """Each checkpoint's best kernel, NumPy, PyTorch and (with ``tvm``) TVM's checkpoint
+    kernels timed in alternating rounds, each one's best median kept (TVM's in
+    ``tvm.best``): on a shared machine a baseline timed minutes after the search
     can meet a different load, and the ratio would say more about the neighbours than the
     code. Seven rounds: on the Intel host of 2026-11-24 the same kernel read ~210 or ~290
     GFLOP/s from one 50 ms window to the next, so a best of three met the slow state on
@@ -181,6 +231,8 @@ def interleaved(res: tt.TuneResult, db_path: str, checkpoints: list[int],
             for i, fn in ((len(schs), npf), (len(schs) + 1, thf)):
                 if fn is not None:
                     best[i] = min(best[i], median_time(fn))
+            if tvm is not None:
+                tvm.round()
     return best
 
 

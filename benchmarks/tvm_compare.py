@@ -5,10 +5,15 @@ Run with an interpreter that has TVM (it is not a tensortune dependency):
     TVM_NUM_THREADS=2 python benchmarks/tvm_compare.py --workloads gmm,c2d --trials 64,256
 
 Each workload is tuned once by ``tune_tir``, to the largest budget, in a subprocess
-(tuning wall time and trials per second are measured around it); for each budget N the
-best of its first N records is then compiled and timed in another fresh process (the best
-median of seven rounds), as tensortune's "best at N trials" is read from one run's history.
-GFLOP/s use workloads.md's FLOPs. ``run`` is what benchmarks/tune_suite.py calls.
+(tuning wall time and trials per second are measured around it). For each budget N the
+best of its first N records is compiled in another fresh process (``TvmTimer``), as
+tensortune's "best at N trials" is read from one run's history, and timed there one round
+at a time: each round times every budget's kernel with TVM's own ``time_evaluator`` (three
+loops of at least 20 ms, their median), as tensortune's runner times its kernels. The
+suite (benchmarks/tune_suite.py) alternates these rounds with its own kernels' and the
+baselines', so both sides of a ratio meet the host in the same state; run alone, the best
+of seven rounds is kept. GFLOP/s use workloads.md's FLOPs. ``tune``, ``checkpoint_dirs``
+and ``TvmTimer`` are what the suite calls; ``run`` does all three.
 """
 
 from __future__ import annotations
@@ -158,37 +163,29 @@ def tune_one(name: str, trials: int, work_dir: str) -> None:
     print(json.dumps({"seconds": time.perf_counter() - t0}))
 
 
-def time_one(name: str, work_dir: str) -> None:
+def serve(name: str, dirs: list[str]) -> None:
+    """Compile the best program of each tuning database in ``dirs``, print a ready line,
+    then for each line read from stdin time every kernel once (``time_evaluator``: three
+    loops of at least 20 ms, the median) and print their latencies as a JSON list."""
     import numpy as np
     import tvm
     from tvm import te
     from tvm.s_tir import meta_schedule as ms
 
     mod = tvm.IRModule({"main": te.create_prim_func(workload(name))})
-    db = ms.database.JSONDatabase(work_dir=work_dir)
-    sch = ms.tir_integration.compile_tir(db, mod, _target())
-    lib = tvm.compile(sch.mod, target=_target())
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(np.random.uniform(-1, 1, [int(d) for d in t.shape])
                                .astype("float32"), dev) for t in workload(name)]
-    fn = lib["main"]
-    fn(*args)
-    # Seven rounds of seven 50 ms windows, a pause between rounds, the best round's median
-    # kept: tune_suite keeps tensortune's best median of seven alternating rounds over a
-    # few seconds, and on a host whose speed flips between states a single 350 ms timing
-    # would put the two sides in different states by chance.
-    medians = []
-    for _ in range(7):
-        times = []
-        for _ in range(7):
-            n, t0 = 0, time.perf_counter()
-            while time.perf_counter() - t0 < 0.05:
-                fn(*args)
-                n += 1
-            times.append((time.perf_counter() - t0) / n)
-        medians.append(sorted(times)[3])
-        time.sleep(0.35)
-    print(json.dumps({"median": min(medians)}))
+    timers = []
+    for d in dirs:
+        db = ms.database.JSONDatabase(work_dir=d)
+        sch = ms.tir_integration.compile_tir(db, mod, _target())
+        lib = tvm.compile(sch.mod, target=_target()).jit()
+        lib["main"](*args)   # the warm-up run
+        timers.append(lib.time_evaluator("main", dev, repeat=3, min_repeat_ms=20))
+    print(json.dumps({"ready": len(timers)}), flush=True)
+    for _ in sys.stdin:
+        print(json.dumps([t(*args).median for t in timers]), flush=True)
 
 
 def main() -> None:
@@ -203,7 +200,7 @@ def main() -> None:
             trials, work_dir = rest.split(":", 1)
             tune_one(name, int(trials), work_dir)
         else:
-            time_one(name, rest)
+            serve(name, rest.split(","))
         return
     budgets = [int(t) for t in args.trials.split(",")]
     print("| workload | " + " | ".join(f"TVM GFLOP/s @{b}" for b in budgets)
@@ -224,40 +221,129 @@ class TvmResult:
     trials_per_s: float
 
 
-def run(python: str, name: str, budgets: list[int],
-        threads: int | None = None) -> TvmResult | str:
-    """Tune ``name`` with TVM MetaSchedule for the largest of ``budgets`` trials under the
-    interpreter ``python`` (one that has TVM); for each budget N, the best of the run's
-    first N records is compiled and timed in a fresh process, as the search's best after
-    N trials. A failure comes back as the tail of its error text, so a suite run goes on.
+@dataclass
+class TvmTuned:
+    work: str                  # MetaSchedule's work dir: its workload and records
+    records: list[str]         # one line per measured trial, in the order measured
+    seconds: float             # tuning wall time of the whole run, start-up included
+    trials_per_s: float
 
-    >>> run("/opt/tvm/bin/python", "gmm", [64, 256])      # doctest: +SKIP
-    TvmResult(gflops={64: 85.5, 256: 115.6}, seconds=459.0, trials_per_s=0.56)
-    """
+
+def _env(threads: int | None) -> dict[str, str]:
     env = dict(os.environ)
     if threads is not None:  # TVM otherwise uses half the cores
         env["TVM_NUM_THREADS"] = str(threads)
-    trials = max(budgets)
+    return env
+
+
+def tune(python: str, name: str, trials: int, threads: int | None = None) -> TvmTuned | str:
+    """Tune ``name`` with TVM MetaSchedule for ``trials`` trials under the interpreter
+    ``python`` (one that has TVM), in a subprocess. A failure comes back as the tail of
+    its error text, so a suite run goes on."""
     work = tempfile.mkdtemp(prefix=f"tvm-{name}-{trials}-")
     out = subprocess.run([python, __file__, "--child", "tune", name, f"{trials}:{work}"],
-                         capture_output=True, text=True, env=env)
+                         capture_output=True, text=True, env=_env(threads))
     if out.returncode != 0:
         return out.stderr.strip()[-200:] or f"exit {out.returncode}"
     secs = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
     with open(os.path.join(work, "database_tuning_record.json")) as f:
-        records = f.readlines()   # one line per measured trial, in the order measured
-    gflops = {}
+        records = f.readlines()
+    return TvmTuned(work, records, secs, trials / secs)
+
+
+def checkpoint_dirs(tuned: TvmTuned, budgets: list[int]) -> list[str]:
+    """For each budget N, a tuning database holding the run's first N records."""
+    dirs = []
     for n in budgets:
-        part = tempfile.mkdtemp(prefix=f"tvm-{name}-first{n}-")
-        shutil.copy(os.path.join(work, "database_workload.json"), part)
+        part = tempfile.mkdtemp(prefix=f"tvm-first{n}-")
+        shutil.copy(os.path.join(tuned.work, "database_workload.json"), part)
         with open(os.path.join(part, "database_tuning_record.json"), "w") as f:
-            f.writelines(records[:n])
-        res = subprocess.run([python, __file__, "--child", "time", name, part],
-                             capture_output=True, text=True, env=env)
-        if res.returncode != 0:
-            return res.stderr.strip()[-200:] or f"exit {res.returncode}"
-        gflops[n] = FLOPS[name] / json.loads(res.stdout.strip().splitlines()[-1])["median"] / 1e9
-    return TvmResult(gflops, secs, trials / secs)
+            f.writelines(tuned.records[:n])
+        dirs.append(part)
+    return dirs
+
+
+class TvmError(RuntimeError):
+    pass
+
+
+class TvmTimer:
+    """The best kernels of TVM tuning databases, compiled in a process of their own
+    (under an interpreter with TVM) and timed one round at a time, so that a caller can
+    alternate them with other kernels.
+
+    >>> with TvmTimer("/opt/tvm/bin/python", "gmm", dirs, threads=2) as t:  # doctest: +SKIP
+    ...     t.round()          # seconds per call of each dir's best kernel
+    [0.0101, 0.0097]
+    """
+
+    def __init__(self, python: str, name: str, dirs: list[str],
+                 threads: int | None = None) -> None:
+        # stderr to a file: TVM's warnings could fill a pipe nobody reads mid-round.
+        self._err = tempfile.TemporaryFile(mode="w+")
+        self._proc = subprocess.Popen(
+            [python, __file__, "--child", "serve", name, ",".join(dirs)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True,
+            env=_env(threads))
+        self._read()   # the ready line, once every kernel is compiled
+
+    def _read(self) -> object:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            self._proc.wait()
+            self._err.seek(0)
+            tail = self._err.read().strip()[-200:]
+            raise TvmError(tail or f"exit {self._proc.returncode}")
+        return json.loads(line)
+
+    def round(self) -> list[float]:
+        """Each kernel timed once: seconds per call, in the order of the dirs."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.write("round\n")
+        self._proc.stdin.flush()
+        out = self._read()
+        assert isinstance(out, list)
+        return [float(v) for v in out]
+
+    def close(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            self._proc.stdin.close()
+        self._proc.wait()
+        self._err.close()
+
+    def __enter__(self) -> TvmTimer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run(python: str, name: str, budgets: list[int],
+        threads: int | None = None, rounds: int = 7) -> TvmResult | str:
+    """Tune ``name`` with TVM MetaSchedule for the largest of ``budgets`` trials under the
+    interpreter ``python`` (one that has TVM); for each budget N, the best of the run's
+    first N records is compiled and timed in a fresh process (the best of ``rounds``
+    rounds, a pause between them), as the search's best after N trials. A failure comes
+    back as the tail of its error text, so a suite run goes on.
+
+    >>> run("/opt/tvm/bin/python", "gmm", [64, 256])      # doctest: +SKIP
+    TvmResult(gflops={64: 85.5, 256: 115.6}, seconds=459.0, trials_per_s=0.56)
+    """
+    tuned = tune(python, name, max(budgets), threads)
+    if isinstance(tuned, str):
+        return tuned
+    best = [float("inf")] * len(budgets)
+    try:
+        with TvmTimer(python, name, checkpoint_dirs(tuned, budgets), threads) as timer:
+            for _ in range(rounds):
+                best = [min(b, t) for b, t in zip(best, timer.round())]
+                time.sleep(0.35)
+    except TvmError as e:
+        return str(e)
+    gflops = {n: FLOPS[name] / t / 1e9 for n, t in zip(budgets, best)}
+    return TvmResult(gflops, tuned.seconds, tuned.trials_per_s)
+
 
 if __name__ == "__main__":
     main()

@@ -25,3 +25,65 @@ def test_a_tvm_run_that_fails_comes_back_as_its_error_text():
     res = tvm_compare.run(sys.executable, "nrm", [2, 4], threads=2)
     assert isinstance(res, str)
     assert "tvm" in res        # No module named 'tvm'
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tvm") is not None, reason="TVM installed here")
+def test_a_tvm_timer_that_cannot_compile_raises_its_error_text(tmp_path):
+    with pytest.raises(tvm_compare.TvmError, match="tvm"):
+        tvm_compare.TvmTimer(sys.executable, "nrm", [str(tmp_path)])
+
+
+def fake_interpreter(tmp_path, rounds_ok: int) -> str:
+    """An executable that speaks the timing child's protocol, as TVM's would, without
+    TVM: a ready line, then latencies per round; after ``rounds_ok`` rounds it dies."""
+    path = tmp_path / "fakepy"
+    path.write_text(f"""#!{sys.executable}
+import json, sys
+print(json.dumps({{"ready": 2}}), flush=True)
+for i, _ in enumerate(sys.stdin):
+    if i >= {rounds_ok}:
+        sys.exit("kernel crashed")
+    print(json.dumps([0.002 - 0.0001 * i, 0.001 + 0.0001 * i]), flush=True)
+""")
+    path.chmod(0o755)
+    return str(path)
+
+
+def tuned(tmp_path) -> object:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "database_workload.json").write_text("{}\n")
+    records = [f"record {i}\n" for i in range(4)]
+    return tvm_compare.TvmTuned(str(work), records, 10.0, 0.4)
+
+
+def test_checkpoint_dirs_hold_the_first_n_records(tmp_path):
+    dirs = tvm_compare.checkpoint_dirs(tuned(tmp_path), [1, 3])
+    for d, n in zip(dirs, [1, 3]):
+        with open(f"{d}/database_tuning_record.json") as f:
+            assert f.readlines() == [f"record {i}\n" for i in range(n)]
+
+
+def test_the_timer_returns_each_rounds_latencies(tmp_path):
+    with tvm_compare.TvmTimer(fake_interpreter(tmp_path, 5), "nrm", ["a", "b"]) as t:
+        assert t.round() == [0.002, 0.001]
+        assert t.round() == pytest.approx([0.0019, 0.0011])
+
+
+def test_the_suite_keeps_tvms_best_round_and_a_failed_round_fails_its_cells(tmp_path):
+    suite = load("tune_suite")
+    tc = suite.tvm_compare
+    run = tc.TvmTuned(**vars(tuned(tmp_path)))
+    with suite.tvm_timer(fake_interpreter(tmp_path, 3), "nrm", run, [1, 3], 2) as timed:
+        for _ in range(3):
+            timed.round()
+        assert timed.best == pytest.approx([0.0018, 0.001])
+        cells = suite.tvm_cells("nrm", run, timed.best, [4.0, 4.0], 4.0)
+        g64, g256 = 4.19e6 / 0.0018 / 1e9, 4.19e6 / 0.001 / 1e9     # 2.3 and 4.2 GFLOP/s
+        assert cells[:4] == [f"{g64:.1f}", f"{4.0 / g64:.2f}x", f"{g256:.1f}", f"{4.0 / g256:.2f}x"]
+        assert cells[4:] == ["0.40", "10.0x"]
+        timed.round()                      # the child dies on its fourth round
+        assert timed.best is None
+        assert suite.tvm_cells("nrm", run, timed.best, [4.0, 4.0], 4.0)[0] == "failed"
+    with suite.tvm_timer(sys.executable, "nrm", "tune failed", [1, 3], 2) as timed:
+        assert timed is None
