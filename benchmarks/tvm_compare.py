@@ -279,6 +279,12 @@ class TvmTimer:
 
     def __init__(self, python: str, name: str, dirs: list[str],
                  threads: int | None = None) -> None:
+        # MetaSchedule's JSONDatabase creates its files in whatever dir it is given, the
+        # current one for "": a dir that is not there is a caller's mistake.
+        missing = [d for d in dirs if not d or not os.path.isdir(d)]
+        if missing:
+            raise TvmError(f"TvmTimer: no tuning database dir {missing[0]!r}; give the "
+                           "dirs of checkpoint_dirs")
         # stderr to a file: TVM's warnings could fill a pipe nobody reads mid-round.
         self._err = tempfile.TemporaryFile(mode="w+")
         self._proc = subprocess.Popen(

@@ -65,7 +65,8 @@ def test_checkpoint_dirs_hold_the_first_n_records(tmp_path):
 
 
 def test_the_timer_returns_each_rounds_latencies(tmp_path):
-    with tvm_compare.TvmTimer(fake_interpreter(tmp_path, 5), "nrm", ["a", "b"]) as t:
+    dirs = [str(tmp_path), str(tmp_path)]
+    with tvm_compare.TvmTimer(fake_interpreter(tmp_path, 5), "nrm", dirs) as t:
         assert t.round() == [0.002, 0.001]
         assert t.round() == pytest.approx([0.0019, 0.0011])
 
@@ -87,3 +88,10 @@ def test_the_suite_keeps_tvms_best_round_and_a_failed_round_fails_its_cells(tmp_
         assert suite.tvm_cells("nrm", run, timed.best, [4.0, 4.0], 4.0)[0] == "failed"
     with suite.tvm_timer(sys.executable, "nrm", "tune failed", [1, 3], 2) as timed:
         assert timed is None
+
+
+def test_a_timer_without_its_database_dirs_is_refused(tmp_path):
+    # TVM would create an empty database in the current directory for "".
+    for bad in ("", str(tmp_path / "missing")):
+        with pytest.raises(tvm_compare.TvmError, match="no tuning database dir"):
+            tvm_compare.TvmTimer(fake_interpreter(tmp_path, 5), "nrm", [bad])
