@@ -158,7 +158,7 @@ def tvm_timer(python: str | None, name: str, tuned: tvm_compare.TvmTuned | str |
               checkpoints: list[int], cores: int) -> Iterator[TimedTvm | None]:
     """TVM's best kernel of each checkpoint compiled in a process that times them on
     demand; None without TVM or when its tuning or compiling failed."""
-    if python is None or tuned is None:
+    if python is None or tuned is None:   # no TVM at hand
         yield None
         return
     if isinstance(tuned, str):

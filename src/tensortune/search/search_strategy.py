@@ -44,7 +44,6 @@ class Candidate:
 
     _features: Any = None
     trace_json: str = ""
-    base: PrimFunc | None = None    # the function ``trace_json`` schedules
     request: Request | None = None  # what drew it in a worker
     redraw: Callable[[Request], Schedule] | None = None   # replays ``request`` here
 
@@ -55,13 +54,9 @@ class Candidate:
     @property
     def sch(self) -> Schedule:
         if self._sch is None:
-            if self.trace_json:
-                assert self.base is not None, "a trace with no function"
-                self._sch = Schedule.from_trace(self.base, self.trace_json, verify=False)
-            else:
-                assert self.request is not None and self.redraw is not None, \
-                    "a candidate with no program"
-                self._sch = self.redraw(self.request)
+            assert self.request is not None and self.redraw is not None, \
+                "a candidate with no program"
+            self._sch = self.redraw(self.request)
         return self._sch
 
     def features(self) -> Any:
@@ -120,7 +115,7 @@ class SearchContext:
                 return [None if g is None else
                         Candidate(None, r[0], g.decisions, g.post, g.program,
                                   niche(self.spaces[r[0]], r[0], g.decisions), g.features,
-                                  base=self.func, request=r, redraw=self._redraw)
+                                  request=r, redraw=self._redraw)
                         for r, g in zip(seeded, got)]
         return [self._drawn(s, d, p, seed) for s, d, p, seed in seeded]
 
@@ -135,14 +130,13 @@ class SearchContext:
         """The C of ``cands``, written in the pool's workers from their requests (or
         traces), each candidate's ``trace_json`` set from what the worker replayed; None
         when there is no pool or a candidate was drawn here (its program is at hand)."""
-        if self.pool is None or not cands or any(c._sch is not None for c in cands):
+        if self.pool is None or not cands or any(c._sch is not None or c.request is None
+                                                 for c in cands):
             return None
-        items: list[EmitItem] = []
-        for c in cands:
-            if c.trace_json or c.request is None:
-                items.append(c.trace_json)
-            else:
-                items.append((c.request, c.program))
+        # A candidate emitted before sends the trace it came back with. (Every one has a
+        # request here; the condition only tells the type checker so.)
+        items: list[EmitItem] = [c.trace_json or (c.request, c.program) for c in cands
+                                 if c.request is not None]
         try:
             written = self.pool.emit(items, target)
         except PoolError as e:
