@@ -33,7 +33,7 @@ def test_lgbm_learns_a_ranking_and_round_trips(tmp_path):
 def test_transfer_model_from_other_workloads(tmp_path):
     from tensortune.cost_model.prior import prior_model
     from tensortune.database import Database, TuningRecord
-    from tensortune.search.tune import transfer_model
+    from tensortune.search.transfer import transfer_model
 
     db = Database(tmp_path / "t.db")
     rng = np.random.default_rng(1)

@@ -4,7 +4,7 @@ package so that a first tuning run on a new machine does not start blind.
 Each row is one measured program of one suite workload: its feature vector and its
 throughput normalised by the best of that workload in the same run (failures 0). Before
 a tuning run has measured anything, its cost model ranks nothing and the first batch is
-a random draw; ``tune``'s transfer model (``search.tune.transfer_model``) trains on the
+a random draw; ``tune``'s transfer model (``search.transfer.transfer_model``) trains on the
 user's own records of other workloads when the database holds enough of them, and on
 these rows otherwise. Rows of the workload being tuned (by structural hash or by name)
 are left out, so the prior brings what other workloads teach, and the suite's tuning

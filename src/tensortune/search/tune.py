@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..codegen import Target
-from ..cost_model import FEATURES, LGBMModel, normalized_throughput
-from ..cost_model.prior import prior_model
+from ..cost_model import LGBMModel
 from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
 from ..kernel import Kernel, build
@@ -43,6 +42,7 @@ from .compile_variants import with_sched_pressure
 from .draw_pool import DrawPool, Emitted, PoolError
 from .records import best_record, fresh_best, replay, retime_records
 from .search_strategy import Candidate, ReplayTrace, SearchContext, SearchStrategy
+from .transfer import transfer_model
 
 
 @dataclass
@@ -390,7 +390,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     ``retime_top`` fastest records are timed again in 20 ms loops, in alternating rounds,
     and each keeps its quietest timing (``TuningTask.retime``; 0 leaves them as measured).
     Before this run has measured anything, its cost model ranks candidates with a model
-    of other workloads' records (``transfer_model``; ``prior=False`` leaves the bundled
+    of other workloads' records (``search.transfer``; ``prior=False`` leaves the bundled
     prior out when the database has too few of them). With ``load_guard`` each candidate
     is timed only once a reference kernel (the best so far) runs at its quiet speed,
     waiting up to 2 s per batch for a busy spell of a shared machine to pass
@@ -448,35 +448,6 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     result.twins = task.twins
     result.record = task.best_record()
     return result
-
-
-def transfer_model(db: Database, workload: str, target: str, name: str | None = None,
-                   prior: bool = True, vector_bytes: int = 32) -> LGBMModel | None:
-    """A model trained on the other workloads' records for this machine: each workload's
-    throughputs are normalised by its own best, so they share one scale. Records whose
-    features came from another version of the feature set (another length) are left
-    out: a database outlives the code that filled it. With fewer than 32 such records and
-    ``prior``, the model of the bundled prior (``cost_model.prior``: the benchmark
-    suite's programs of the target's SIMD width, this workload and its name left out)
-    instead."""
-    xs, ys = [], []
-    for h, _, _, _ in db.workloads():
-        if h == workload:
-            continue
-        recs = [r for r in db.records(h, target) if len(r.features or ()) == FEATURES]
-        y = normalized_throughput([r.latency for r in recs])
-        if not y.any():
-            continue
-        xs += [r.features for r in recs]
-        ys += list(y)
-    if len(xs) < 32:
-        if not prior:
-            return None
-        return prior_model(frozenset({workload}), frozenset({name} if name else ()),
-                           vector_bytes)
-    base = LGBMModel()
-    base.update(np.asarray(xs), np.asarray(ys))
-    return base
 
 
 def _rewritten(func: PrimFunc, ins: list[np.ndarray], expected: list[np.ndarray]) -> PrimFunc:

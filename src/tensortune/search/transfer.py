@@ -1,0 +1,68 @@
+"""The transfer model: what a new tuning run's cost model knows before it has measured.
+
+A tuning run's own model learns from its own records; until it has enough, and mixed in
+after (``LGBMModel.base``, weighted by how well it ranks this workload's records), a
+model trained on other workloads ranks its candidates. It trains on the database's
+records of the other workloads measured on this machine, each workload's throughputs
+normalised by its own best so that they share one scale; with fewer than ``MIN_ROWS`` of
+them, on the bundled prior (``cost_model.prior``) instead.
+
+Tried and not kept: training on the database's rows together with the prior's rows of
+the workloads the database lacks. In the suite's order (LNM after two convolutions, DEP
+after twelve workloads), eight seeds each against the database's rows alone: the best
+after 16 trials 1.10x on LNM and 0.89x on DEP, after 256 trials 1.02x and 1.03x
+(RESULTS.md): no effect apart from the seeds' own spread.
+
+Example:
+    >>> base = transfer_model(db, func.structural_hash(), target.fingerprint(), "lnm",
+    ...                       vector_bytes=target.vector_bytes)
+    >>> None if base is None else base.predict(features)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..cost_model import FEATURES, LGBMModel, normalized_throughput
+from ..cost_model.prior import prior_model
+from ..database import Database
+
+# The fewest rows a transfer model trains on: fewer rank nothing better than chance.
+MIN_ROWS = 32
+
+
+def database_rows(db: Database, workload: str, target: str
+                  ) -> tuple[list[list[float]], list[float]]:
+    """(features, normalised throughputs) of the records of every workload but
+    ``workload`` measured on ``target``. Records whose features came from another
+    version of the feature set (another length) are left out: a database outlives the
+    code that filled it; so are workloads with no successful record."""
+    xs: list[list[float]] = []
+    ys: list[float] = []
+    for h, _, _, _ in db.workloads():
+        if h == workload:
+            continue
+        recs = [r for r in db.records(h, target) if len(r.features or ()) == FEATURES]
+        y = normalized_throughput([r.latency for r in recs])
+        if not y.any():
+            continue
+        xs += [list(r.features) for r in recs]
+        ys += [float(v) for v in y]
+    return xs, ys
+
+
+def transfer_model(db: Database, workload: str, target: str, name: str | None = None,
+                   prior: bool = True, vector_bytes: int = 32) -> LGBMModel | None:
+    """A model trained on the database's records of the other workloads for ``target``
+    (``database_rows``); with fewer than ``MIN_ROWS`` of them, the bundled prior's shared
+    model (``prior_model``: ``workload`` and ``name`` left out, trained once per process),
+    or None without ``prior``."""
+    xs, ys = database_rows(db, workload, target)
+    if len(xs) < MIN_ROWS:
+        if not prior:
+            return None
+        return prior_model(frozenset({workload}), frozenset({name} if name else ()),
+                           vector_bytes)
+    base = LGBMModel()
+    base.update(np.asarray(xs), np.asarray(ys))
+    return base
