@@ -5,12 +5,14 @@ ReplayTrace.
 Run: python benchmarks/tune_suite.py [--trials 256] [--checkpoints 64,256]
          [--workloads gmm,c2d] [--curves gmm,c2d] [--curve-seeds 1,2,3]
          [--curve-trials 128] [--db suite.db] [--out benchmarks/out]
-         [--tvm-python /path/to/venv/bin/python]
+         [--tvm-python /path/to/venv/bin/python] [--kernel-cache DIR]
 (``--workloads ""`` runs only the curves; with several seeds the curves are their mean,
 since one run's first batch is the luck of one random draw for both strategies.)
 
 Each workload is tuned once up to the largest budget; "best at N trials" is read from the
-same run's history. The best kernel of each checkpoint is then re-timed in alternating
+same run's history. Builds go to a kernel cache of the run's own (``--kernel-cache``
+names another), so that trials per second counts a build for every new source. The best
+kernel of each checkpoint is then re-timed in alternating
 rounds with NumPy and PyTorch ("re-timed", % peak, "vs PyTorch" and "vs TVM" come from
 those rounds: the search's own figure is the fastest of many noisy timings, which on a
 shared host reads up to 1.4x above what the same kernel gives when timed again). GFLOP/s use the
@@ -35,8 +37,10 @@ import contextlib
 import csv
 import datetime
 import importlib.util
+import os
 import statistics
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -47,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tensortune as tt  # noqa: E402
 from benchmarks import targets, tvm_compare  # noqa: E402
 from benchmarks.baselines import median_time, numpy_fn, setup_torch, torch_fn  # noqa: E402
+from tensortune.codegen.compile import CACHE_DIR_ENV  # noqa: E402
 from tensortune.database import Database  # noqa: E402
 from tensortune.measure.builder import BuildInput, LocalBuilder  # noqa: E402
 from tensortune.measure.peak import fma_peak  # noqa: E402
@@ -75,7 +80,35 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/out")
     ap.add_argument("--tvm-python", default=None,
                     help="an interpreter with apache-tvm (default: this one if it has it)")
+    ap.add_argument("--kernel-cache", default=None,
+                    help="the kernel cache's directory (default: a fresh one for this run)")
     args = ap.parse_args()
+    with kernel_cache(args.kernel_cache):
+        suite(args)
+
+
+@contextlib.contextmanager
+def kernel_cache(path: str | None) -> Iterator[str]:
+    """Builds go to ``path``, or to a fresh directory removed at the end: a library an
+    earlier run left in the user's cache spares a build, so trials per second, set
+    against TVM's (whose builder compiles every candidate), would read high (a T2D and
+    a C3D run of seed 0 at 256 trials found 6 of 96 and 4 of 110 of their units in the
+    cache of earlier runs, RESULTS.md)."""
+    before = os.environ.get(CACHE_DIR_ENV)
+    with contextlib.ExitStack() as stack:
+        d = path or stack.enter_context(tempfile.TemporaryDirectory(prefix="tt-kernels-"))
+        os.environ[CACHE_DIR_ENV] = d
+        try:
+            yield d
+        finally:
+            if before is None:
+                del os.environ[CACHE_DIR_ENV]
+            else:
+                os.environ[CACHE_DIR_ENV] = before
+
+
+def suite(args: argparse.Namespace) -> None:
+    """The run ``main`` parsed ``args`` for."""
     tvm_py = args.tvm_python or (sys.executable if importlib.util.find_spec("tvm") else None)
     if tvm_py == "none":
         tvm_py = None

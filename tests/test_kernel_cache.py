@@ -123,3 +123,15 @@ def test_the_cli_reports_and_clears_the_cache(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(MAX_MB_ENV, "many")
     assert main(["cache"]) == 2
     assert MAX_MB_ENV in capsys.readouterr().err
+
+
+def test_the_cache_dir_can_be_named(tmp_path, monkeypatch):
+    from tensortune.codegen.compile import CACHE_DIR_ENV
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv(CACHE_DIR_ENV, raising=False)
+    assert default_cache_dir() == tmp_path / "xdg" / "tensortune" / "kernels"
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "mine"))
+    assert default_cache_dir() == tmp_path / "mine"
+    lib = compile_source("int tt_probe(void) { return 7; }\n", tt.Target.host())
+    assert lib.parent == tmp_path / "mine" and lib.exists()

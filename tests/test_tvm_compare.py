@@ -4,7 +4,9 @@ is a table cell, not a crash of the suite, and it uses the suite's FLOP counts."
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+from pathlib import Path
 
 import pytest
 from bench_modules import load
@@ -95,3 +97,19 @@ def test_a_timer_without_its_database_dirs_is_refused(tmp_path):
     for bad in ("", str(tmp_path / "missing")):
         with pytest.raises(tvm_compare.TvmError, match="no tuning database dir"):
             tvm_compare.TvmTimer(fake_interpreter(tmp_path, 5), "nrm", [bad])
+
+
+def test_the_suite_builds_in_a_kernel_cache_of_its_own(tmp_path, monkeypatch):
+    from tensortune.codegen.compile import CACHE_DIR_ENV, default_cache_dir
+
+    suite = load("tune_suite")
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "users"))
+    with suite.kernel_cache(None) as d:
+        assert default_cache_dir() == Path(d) and Path(d).is_dir()
+        assert not Path(d).is_relative_to(tmp_path)
+    assert not Path(d).exists()                  # a fresh one is removed at the end
+    assert default_cache_dir() == tmp_path / "users"     # and the setting restored
+    monkeypatch.delenv(CACHE_DIR_ENV)
+    with suite.kernel_cache(str(tmp_path / "named")) as d:
+        assert default_cache_dir() == tmp_path / "named"
+    assert CACHE_DIR_ENV not in os.environ
