@@ -10,8 +10,9 @@ them, on the bundled prior (``cost_model.prior``) instead.
 Tried and not kept: training on the database's rows together with the prior's rows of
 the workloads the database lacks. In the suite's order (LNM after two convolutions, DEP
 after twelve workloads), eight seeds each against the database's rows alone: the best
-after 16 trials 1.10x on LNM and 0.89x on DEP, after 256 trials 1.02x and 1.03x
-(RESULTS.md): no effect apart from the seeds' own spread.
+after 16 trials 1.10x on LNM and 0.89x on DEP, after 64 trials 0.96x and 0.94x, after
+256 trials 1.02x and 1.03x (RESULTS.md): too small and too mixed beside the seeds' own
+spread to change what a run starts from.
 
 Example:
     >>> base = transfer_model(db, func.structural_hash(), target.fingerprint(), "lnm",
@@ -27,7 +28,8 @@ from ..cost_model import FEATURES, LGBMModel, normalized_throughput
 from ..cost_model.prior import prior_model
 from ..database import Database
 
-# The fewest rows a transfer model trains on: fewer rank nothing better than chance.
+# The fewest records of other workloads the transfer model trains on; with fewer, the
+# bundled prior ranks a new run's first candidates.
 MIN_ROWS = 32
 
 
