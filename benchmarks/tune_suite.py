@@ -199,14 +199,17 @@ def tvm_timer(python: str | None, name: str, tuned: tvm_compare.TvmTuned | str |
         yield None
         return
     try:
-        timer = tvm_compare.TvmTimer(python, name, tvm_compare.checkpoint_dirs(
-            tuned, checkpoints), threads=cores)
-    except tvm_compare.TvmError as e:
-        print(f"TVM {name} failed to compile: {e}", flush=True)
-        yield None
-        return
-    with timer:
-        yield TimedTvm(timer, len(checkpoints))
+        try:
+            timer = tvm_compare.TvmTimer(python, name, tvm_compare.checkpoint_dirs(
+                tuned, checkpoints), threads=cores)
+        except tvm_compare.TvmError as e:
+            print(f"TVM {name} failed to compile: {e}", flush=True)
+            yield None
+            return
+        with timer:
+            yield TimedTvm(timer, len(checkpoints))
+    finally:
+        tvm_compare.remove(tuned)      # its records are at hand in ``tuned``
 
 
 def tvm_cells(name: str, tuned: tvm_compare.TvmTuned | str | None,

@@ -244,6 +244,7 @@ def tune(python: str, name: str, trials: int, threads: int | None = None) -> Tvm
     out = subprocess.run([python, __file__, "--child", "tune", name, f"{trials}:{work}"],
                          capture_output=True, text=True, env=_env(threads))
     if out.returncode != 0:
+        shutil.rmtree(work, ignore_errors=True)
         return out.stderr.strip()[-200:] or f"exit {out.returncode}"
     secs = json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
     with open(os.path.join(work, "database_tuning_record.json")) as f:
@@ -252,15 +253,22 @@ def tune(python: str, name: str, trials: int, threads: int | None = None) -> Tvm
 
 
 def checkpoint_dirs(tuned: TvmTuned, budgets: list[int]) -> list[str]:
-    """For each budget N, a tuning database holding the run's first N records."""
+    """For each budget N, a tuning database holding the run's first N records, in the
+    run's work dir (so that removing it, ``remove``, removes them too)."""
     dirs = []
     for n in budgets:
-        part = tempfile.mkdtemp(prefix=f"tvm-first{n}-")
+        part = tempfile.mkdtemp(prefix=f"first{n}-", dir=tuned.work)
         shutil.copy(os.path.join(tuned.work, "database_workload.json"), part)
         with open(os.path.join(part, "database_tuning_record.json"), "w") as f:
             f.writelines(tuned.records[:n])
         dirs.append(part)
     return dirs
+
+
+def remove(tuned: TvmTuned) -> None:
+    """Delete a run's work dir and the checkpoint dirs in it, once its kernels are timed
+    (a suite run would otherwise leave 0.2-1.5 MB per workload in the temp dir)."""
+    shutil.rmtree(tuned.work, ignore_errors=True)
 
 
 class TvmError(RuntimeError):
@@ -347,6 +355,8 @@ def run(python: str, name: str, budgets: list[int],
                 time.sleep(0.35)
     except TvmError as e:
         return str(e)
+    finally:
+        remove(tuned)
     gflops = {n: FLOPS[name] / t / 1e9 for n, t in zip(budgets, best)}
     return TvmResult(gflops, tuned.seconds, tuned.trials_per_s)
 

@@ -24,9 +24,14 @@ def test_tvm_flops_are_the_suites():
 
 @pytest.mark.skipif(importlib.util.find_spec("tvm") is not None, reason="TVM installed here")
 def test_a_tvm_run_that_fails_comes_back_as_its_error_text():
+    import glob
+    import tempfile
+
+    left = set(glob.glob(f"{tempfile.gettempdir()}/tvm-nrm-4-*"))
     res = tvm_compare.run(sys.executable, "nrm", [2, 4], threads=2)
     assert isinstance(res, str)
     assert "tvm" in res        # No module named 'tvm'
+    assert set(glob.glob(f"{tempfile.gettempdir()}/tvm-nrm-4-*")) == left   # removed
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tvm") is not None, reason="TVM installed here")
@@ -64,6 +69,7 @@ def test_checkpoint_dirs_hold_the_first_n_records(tmp_path):
     for d, n in zip(dirs, [1, 3]):
         with open(f"{d}/database_tuning_record.json") as f:
             assert f.readlines() == [f"record {i}\n" for i in range(n)]
+    assert all(Path(d).parent == tmp_path / "work" for d in dirs)
 
 
 def test_the_timer_returns_each_rounds_latencies(tmp_path):
@@ -88,6 +94,7 @@ def test_the_suite_keeps_tvms_best_round_and_a_failed_round_fails_its_cells(tmp_
         timed.round()                      # the child dies on its fourth round
         assert timed.best is None
         assert suite.tvm_cells("nrm", run, timed.best, [4.0, 4.0], 4.0)[0] == "failed"
+    assert not os.path.exists(run.work)    # the run's dirs go once its kernels are timed
     with suite.tvm_timer(sys.executable, "nrm", "tune failed", [1, 3], 2) as timed:
         assert timed is None
 
