@@ -267,7 +267,7 @@ def checkpoint_dirs(tuned: TvmTuned, budgets: list[int]) -> list[str]:
 
 def remove(tuned: TvmTuned) -> None:
     """Delete a run's work dir and the checkpoint dirs in it, once its kernels are timed
-    (a suite run would otherwise leave 0.2-1.5 MB per workload in the temp dir)."""
+    (a suite run would otherwise leave 0.2-0.7 MB per workload in the temp dir)."""
     shutil.rmtree(tuned.work, ignore_errors=True)
 
 
