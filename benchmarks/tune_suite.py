@@ -43,6 +43,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -94,17 +95,10 @@ def kernel_cache(path: str | None) -> Iterator[str]:
     against TVM's (whose builder compiles every candidate), would read high (a T2D and
     a C3D run of seed 0 at 256 trials found 6 of 96 and 4 of 110 of their units in the
     cache of earlier runs, RESULTS.md)."""
-    before = os.environ.get(CACHE_DIR_ENV)
     with contextlib.ExitStack() as stack:
         d = path or stack.enter_context(tempfile.TemporaryDirectory(prefix="tt-kernels-"))
-        os.environ[CACHE_DIR_ENV] = d
-        try:
-            yield d
-        finally:
-            if before is None:
-                del os.environ[CACHE_DIR_ENV]
-            else:
-                os.environ[CACHE_DIR_ENV] = before
+        stack.enter_context(mock.patch.dict(os.environ, {CACHE_DIR_ENV: d}))  # restored after
+        yield d
 
 
 def suite(args: argparse.Namespace) -> None:
@@ -198,18 +192,15 @@ def tvm_timer(python: str | None, name: str, tuned: tvm_compare.TvmTuned | str |
         print(f"TVM {name} failed: {tuned}", flush=True)
         yield None
         return
-    try:
+    with contextlib.ExitStack() as stack:
         try:
-            timer = tvm_compare.TvmTimer(python, name, tvm_compare.checkpoint_dirs(
-                tuned, checkpoints), threads=cores)
+            timer = stack.enter_context(
+                tvm_compare.checkpoint_timer(python, name, tuned, checkpoints, cores))
         except tvm_compare.TvmError as e:
             print(f"TVM {name} failed to compile: {e}", flush=True)
             yield None
             return
-        with timer:
-            yield TimedTvm(timer, len(checkpoints))
-    finally:
-        tvm_compare.remove(tuned)      # its records are at hand in ``tuned``
+        yield TimedTvm(timer, len(checkpoints))
 
 
 def tvm_cells(name: str, tuned: tvm_compare.TvmTuned | str | None,

@@ -12,13 +12,15 @@ at a time: each round times every budget's kernel with TVM's own ``time_evaluato
 loops of at least 20 ms, their median), as tensortune's runner times its kernels. The
 suite (benchmarks/tune_suite.py) alternates these rounds with its own kernels' and the
 baselines', so both sides of a ratio meet the host in the same state; run alone, the best
-of seven rounds is kept. GFLOP/s use workloads.md's FLOPs. ``tune``, ``checkpoint_dirs``
-and ``TvmTimer`` are what the suite calls; ``run`` does all three.
+of seven rounds is kept. GFLOP/s use workloads.md's FLOPs. ``tune`` and
+``checkpoint_timer`` (``checkpoint_dirs`` and a ``TvmTimer`` of them, the run's dirs
+deleted after) are what the suite calls; ``run`` does both.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 FLOPS = {"gmm": 2.15e9, "dense": 6.04e8, "c2d": 2.31e8, "bmm": 2.52e7, "c1d": 1.26e7,
@@ -254,7 +257,7 @@ def tune(python: str, name: str, trials: int, threads: int | None = None) -> Tvm
 
 def checkpoint_dirs(tuned: TvmTuned, budgets: list[int]) -> list[str]:
     """For each budget N, a tuning database holding the run's first N records, in the
-    run's work dir (so that removing it, ``remove``, removes them too)."""
+    run's work dir (so that ``checkpoint_timer`` removes them with it)."""
     dirs = []
     for n in budgets:
         part = tempfile.mkdtemp(prefix=f"first{n}-", dir=tuned.work)
@@ -263,12 +266,6 @@ def checkpoint_dirs(tuned: TvmTuned, budgets: list[int]) -> list[str]:
             f.writelines(tuned.records[:n])
         dirs.append(part)
     return dirs
-
-
-def remove(tuned: TvmTuned) -> None:
-    """Delete a run's work dir and the checkpoint dirs in it, once its kernels are timed
-    (a suite run would otherwise leave 0.2-0.7 MB per workload in the temp dir)."""
-    shutil.rmtree(tuned.work, ignore_errors=True)
 
 
 class TvmError(RuntimeError):
@@ -333,6 +330,20 @@ class TvmTimer:
         self.close()
 
 
+@contextlib.contextmanager
+def checkpoint_timer(python: str, name: str, tuned: TvmTuned, budgets: list[int],
+                     threads: int | None = None) -> Iterator[TvmTimer]:
+    """A ``TvmTimer`` of the best kernel of ``tuned``'s first N records for each N in
+    ``budgets``. The run's work dir (the checkpoint dirs in it) is deleted on the way
+    out, whether the timer started or not: a suite run would otherwise leave 0.2-0.7 MB
+    per workload in the temp dir."""
+    try:
+        with TvmTimer(python, name, checkpoint_dirs(tuned, budgets), threads) as timer:
+            yield timer
+    finally:
+        shutil.rmtree(tuned.work, ignore_errors=True)
+
+
 def run(python: str, name: str, budgets: list[int],
         threads: int | None = None, rounds: int = 7) -> TvmResult | str:
     """Tune ``name`` with TVM MetaSchedule for the largest of ``budgets`` trials under the
@@ -349,14 +360,12 @@ def run(python: str, name: str, budgets: list[int],
         return tuned
     best = [float("inf")] * len(budgets)
     try:
-        with TvmTimer(python, name, checkpoint_dirs(tuned, budgets), threads) as timer:
+        with checkpoint_timer(python, name, tuned, budgets, threads) as timer:
             for _ in range(rounds):
                 best = [min(b, t) for b, t in zip(best, timer.round())]
                 time.sleep(0.35)
     except TvmError as e:
         return str(e)
-    finally:
-        remove(tuned)
     gflops = {n: FLOPS[name] / t / 1e9 for n, t in zip(budgets, best)}
     return TvmResult(gflops, tuned.seconds, tuned.trials_per_s)
 
