@@ -33,7 +33,7 @@ def test_lgbm_learns_a_ranking_and_round_trips(tmp_path):
 def test_transfer_model_from_other_workloads(tmp_path):
     from tensortune.cost_model.prior import prior_model
     from tensortune.database import Database, TuningRecord
-    from tensortune.search.transfer import transfer_model
+    from tensortune.search.transfer import database_rows, transfer_model
 
     db = Database(tmp_path / "t.db")
     rng = np.random.default_rng(1)
@@ -63,6 +63,15 @@ def test_transfer_model_from_other_workloads(tmp_path):
                             features=list(rng.random(FEATURES - 2))))
     again = transfer_model(db, "mine", "t")
     assert again is not None and again.predict(probe).shape == (50,)
+    # The rows: the other workloads' records only, a failed one scored 0, each
+    # workload's best 1.
+    db.add_workload("mine", "mine", "", 1e6)
+    db.add(TuningRecord("mine", "t", "{}", "mine-0", [1e-3], features=list(probe[0])))
+    db.add(TuningRecord("other1", "t", "{}", "other1-bad", [], "wrong_result",
+                        features=list(probe[1])))
+    xs, ys = database_rows(db, "mine", "t")
+    assert len(xs) == len(ys) == 81 and list(probe[0]) not in xs
+    assert ys[xs.index(list(probe[1]))] == 0.0 and max(ys) == 1.0 and min(ys) == 0.0
 
 
 def test_transferred_model_weight_follows_its_ranking_of_own_measurements():

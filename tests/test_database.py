@@ -1,6 +1,7 @@
 """The tuning database: round trip, export/import, resume, concurrent writers, a killed
 run, bad files and records from another machine."""
 
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -34,6 +35,22 @@ def test_round_trip_top_k_and_export(tmp_path):
     assert n == 3 and other.import_jsonl(tmp_path / "x.jsonl") == 3
     assert other.top_k("w1", "t1", 1)[0].latency == pytest.approx(1e-3)
     assert other.import_jsonl(tmp_path / "x.jsonl") == 0
+
+
+def test_timings_reads_latency_and_features_by_workload(tmp_path):
+    db = Database(tmp_path / "a.db")
+    for wl in ("w1", "w2", "w3"):
+        db.add_workload(wl, wl, "text", 1e6)
+    db.add(dataclasses.replace(_rec("p1", 3e-3, "w2"), features=[1.0, 2.0]))
+    db.add(dataclasses.replace(_rec("p2", None, "w2"), features=[3.0, 4.0]))
+    db.add(dataclasses.replace(_rec("p3", 1e-3, "w3"), features=[5.0, 6.0]))
+    db.add(dataclasses.replace(_rec("p4", 2e-3, "w1"), features=[7.0, 8.0]))
+    db.add(dataclasses.replace(_rec("p5", 2e-3, "w2", target="t2"), features=[9.0, 9.0]))
+    rows = db.timings("t1", exclude="w1")
+    assert rows == {"w2": [(3e-3, [1.0, 2.0]), (float("inf"), [3.0, 4.0])],
+                    "w3": [(1e-3, [5.0, 6.0])]}
+    assert set(db.timings("t1")) == {"w1", "w2", "w3"}
+    assert db.timings("t2") == {"w2": [(2e-3, [9.0, 9.0])]}
 
 
 def test_bad_files(tmp_path):

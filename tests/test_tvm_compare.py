@@ -99,6 +99,17 @@ def test_the_suite_keeps_tvms_best_round_and_a_failed_round_fails_its_cells(tmp_
         assert timed is None
 
 
+def test_a_checkpoint_timer_that_fails_to_start_still_removes_the_runs_dirs(tmp_path):
+    dead = tmp_path / "deadpy"
+    dead.write_text(f"#!{sys.executable}\nimport sys\nsys.exit('no TVM here')\n")
+    dead.chmod(0o755)
+    run = tuned(tmp_path)
+    with pytest.raises(tvm_compare.TvmError, match="no TVM here"):
+        with tvm_compare.checkpoint_timer(str(dead), "nrm", run, [1, 3]):
+            pytest.fail("the timer started")
+    assert not os.path.exists(run.work)
+
+
 def test_a_timer_without_its_database_dirs_is_refused(tmp_path):
     # TVM would create an empty database in the current directory for "".
     for bad in ("", str(tmp_path / "missing")):

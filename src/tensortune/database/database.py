@@ -182,6 +182,25 @@ class Database:
             args.append(target)
         return self._records(" AND ".join(conds), tuple(args), "ORDER BY id")
 
+    def timings(self, target: str, exclude: str | None = None
+                ) -> dict[str, list[tuple[float, list[float]]]]:
+        """(latency, features) of every record for ``target``, by workload (``exclude``
+        left out), in the order they were stored; a failed record's latency is inf. Reads
+        two columns, not the traces: what a transfer model trains on, for every workload
+        of a database that may hold thousands of records.
+
+        Example:
+            >>> rows = db.timings(target.fingerprint(), exclude=func.structural_hash())
+        """
+        rows = self.conn.execute(
+            "SELECT workload, latency, features FROM records WHERE target=? AND workload!=? "
+            "ORDER BY id", (target, exclude if exclude is not None else ""))
+        out: dict[str, list[tuple[float, list[float]]]] = {}
+        for w, lat, ft in rows:
+            out.setdefault(w, []).append((float("inf") if lat is None else float(lat),
+                                          json.loads(ft or "[]")))
+        return out
+
     def programs(self, workload: str, target: str) -> set[str]:
         rows = self.conn.execute("SELECT program FROM records WHERE workload=? AND target=?",
                                  (workload, target))

@@ -130,13 +130,14 @@ class SearchContext:
         """The C of ``cands``, written in the pool's workers from their requests (or
         traces), each candidate's ``trace_json`` set from what the worker replayed; None
         when there is no pool or a candidate was drawn here (its program is at hand)."""
-        if self.pool is None or not cands or any(c._sch is not None or c.request is None
-                                                 for c in cands):
+        if self.pool is None or not cands:
             return None
-        # A candidate emitted before sends the trace it came back with. (Every one has a
-        # request here; the condition only tells the type checker so.)
-        items: list[EmitItem] = [c.trace_json or (c.request, c.program) for c in cands
-                                 if c.request is not None]
+        items: list[EmitItem] = []
+        for c in cands:
+            if c._sch is not None or c.request is None:
+                return None
+            # A candidate emitted before sends the trace it came back with.
+            items.append(c.trace_json or (c.request, c.program))
         try:
             written = self.pool.emit(items, target)
         except PoolError as e:

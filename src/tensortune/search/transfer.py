@@ -41,14 +41,13 @@ def database_rows(db: Database, workload: str, target: str
     code that filled it; so are workloads with no successful record."""
     xs: list[list[float]] = []
     ys: list[float] = []
-    for h, _, _, _ in db.workloads():
-        if h == workload:
-            continue
-        recs = [r for r in db.records(h, target) if len(r.features or ()) == FEATURES]
-        y = normalized_throughput([r.latency for r in recs])
+    stored = db.timings(target, exclude=workload)
+    for h, _, _, _ in db.workloads():   # in the workloads' order, as the model always had
+        rows = [(lat, ft) for lat, ft in stored.get(h, []) if len(ft) == FEATURES]
+        y = normalized_throughput([lat for lat, _ in rows])
         if not y.any():
             continue
-        xs += [list(r.features) for r in recs]
+        xs += [ft for _, ft in rows]
         ys += [float(v) for v in y]
     return xs, ys
 
