@@ -44,7 +44,18 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
         "    return te.create_func([A, B, R], name='matmul_relu')\n")
     assert main(["tune", f"{ops}:matmul_relu", "--trials", "3"]) == 0
     assert main(["tune", f"{ops}:nope", "--trials", "1"]) == 2
-    assert "has no 'nope'; it defines: te, matmul_relu" in capsys.readouterr().err
+    assert "has no 'nope'; it defines: matmul_relu" in capsys.readouterr().err
+    assert main(["tune", f"{ops}:matmul_relu", "--shape", "m=4", "--trials", "1"]) == 2
+    assert "bad shape arguments {'m': 4}" in capsys.readouterr().err
+    broken = tmp_path / "broken.py"
+    broken.write_text("import math\n\nx = 1\ny = math.sqrt(-x)\n")
+    assert main(["tune", f"{broken}:f", "--trials", "1"]) == 2
+    assert "broken.py, line 4 failed to run: ValueError: math domain error" in \
+        capsys.readouterr().err
+    bad_syntax = tmp_path / "bad_syntax.py"
+    bad_syntax.write_text("def f(:\n    pass\n")
+    assert main(["tune", f"{bad_syntax}:f", "--trials", "1"]) == 2
+    assert "bad_syntax.py, line 1 failed to run: SyntaxError" in capsys.readouterr().err
     assert main(["tune", "nope", "--trials", "1"]) == 2
     assert "unknown workload 'nope'" in capsys.readouterr().err
     bad = tmp_path / "bad.db"

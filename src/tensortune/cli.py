@@ -110,24 +110,10 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _load_model(spec: str) -> Any:
-    import importlib.util
-    from pathlib import Path
-
     from tensortune.errors import TensorTuneError
+    from tensortune.user_file import load_attr
 
-    path, _, attr = spec.rpartition(":")
-    if not path or not attr:
-        raise TensorTuneError(f"{spec}: expected path/to/file.py:name")
-    if not Path(path).is_file():
-        raise TensorTuneError(f"{spec}: no such file {path!r}")
-    mspec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    assert mspec is not None and mspec.loader is not None
-    module = importlib.util.module_from_spec(mspec)
-    mspec.loader.exec_module(module)
-    if not hasattr(module, attr):
-        names = [n for n in vars(module) if not n.startswith("_")]
-        raise TensorTuneError(f"{path} has no {attr!r}; it defines: {', '.join(names)}")
-    obj = getattr(module, attr)
+    obj = load_attr(spec)
     import torch
 
     model = obj if isinstance(obj, torch.nn.Module) else obj()

@@ -71,21 +71,16 @@ def resolve(spec: str, small: bool = False, **shape: Any) -> PrimFunc:
     or a function returning one (called with ``**shape``)."""
     if ":" not in spec:
         return get(spec, small=small, **shape)
-    import importlib.util
-    from pathlib import Path
+    from ..user_file import load_attr
 
-    path, attr = spec.rsplit(":", 1)
-    if not Path(path).is_file():
-        raise TensorTuneError(f"{spec}: no such file {path!r}")
-    mod_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-    assert mod_spec is not None and mod_spec.loader is not None
-    module = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(module)
-    if not hasattr(module, attr):
-        names = [n for n in vars(module) if not n.startswith("_")]
-        raise TensorTuneError(f"{path} has no {attr!r}; it defines: {', '.join(names)}")
-    obj = getattr(module, attr)
-    func = obj(**shape) if callable(obj) and not isinstance(obj, PrimFunc) else obj
+    obj = load_attr(spec)
+    if callable(obj) and not isinstance(obj, PrimFunc):
+        try:
+            func = obj(**shape)
+        except TypeError as e:   # the shape arguments do not fit its parameters
+            raise TensorTuneError(f"{spec}: bad shape arguments {shape}: {e}") from e
+    else:
+        func = obj
     if not isinstance(func, PrimFunc):
         raise TensorTuneError(f"{spec} gave {type(func).__name__}, not a function from "
                               "te.create_func")
