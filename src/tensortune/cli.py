@@ -225,9 +225,24 @@ def _db(args: argparse.Namespace) -> int:
 
     db = Database(args.db)
     if args.action == "list":
-        print(f"{'workload':<16} {'hash':<18} {'records':>8} {'GFLOP':>10}")
+        from rich.console import Console
+        from rich.table import Table
+
+        from tensortune.codegen import Target
+
+        fp = Target.host().fingerprint()
+        table = Table(title=f"{args.db}: best on this machine", title_justify="left")
+        for col in ("workload", "hash", "records", "this machine", "best (ms)", "GFLOP/s",
+                    "GFLOP"):
+            table.add_column(col, justify="left" if col in ("workload", "hash") else "right")
         for h, name, flops, n in db.workloads():
-            print(f"{name:<16} {h:<18} {n:>8} {flops / 1e9:>10.4f}")
+            top = db.top_k(h, fp, 1)
+            best = top[0].latency if top else None
+            table.add_row(name, h, str(n), str(db.count(h, fp)),
+                          "-" if best is None else f"{best * 1e3:.4f}",
+                          "-" if best is None else f"{flops / best / 1e9:.1f}",
+                          f"{flops / 1e9:.4f}")
+        Console(width=max(100, Console().width)).print(table)
     elif args.action == "export":
         print(f"exported {db.export_jsonl(args.file)} records to {args.file}")
     else:
