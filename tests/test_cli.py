@@ -39,6 +39,23 @@ def test_tune_show_and_db_commands(tmp_path, capsys):
     assert main(["db", "export", str(tmp_path / "e.jsonl"), "--db", db]) == 0
 
 
+def test_an_interrupted_tune_says_what_it_kept(tmp_path, capsys, monkeypatch):
+    import tensortune as tt
+
+    db = str(tmp_path / "i.db")
+    assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "3", "--db", db]) == 0
+    capsys.readouterr()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tt, "tune", interrupted)
+    assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "9", "--db", db]) == 130
+    assert "interrupted; 3 records are in" in capsys.readouterr().err
+    assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "9"]) == 130
+    assert "without --db the records were in memory only" in capsys.readouterr().err
+
+
 def test_user_file_workload_and_errors(tmp_path, capsys):
     ops = tmp_path / "my_ops.py"
     ops.write_text(

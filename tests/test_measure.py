@@ -170,6 +170,25 @@ def test_measure_checks_a_schedule():
     assert res.ok and np.isfinite(res.median) and res.median > 0
 
 
+def test_a_worker_leaves_ctrl_c_to_its_caller():
+    """A terminal's Ctrl-C reaches the caller and its workers alike; the worker ignores
+    it (the caller decides to stop it) rather than dying with a traceback of its own."""
+    import signal
+    import time
+
+    func = tt.workloads.get("gmm", small=True)
+    sch = tt.Schedule(func)
+    lib = LocalBuilder(tt.Target.host()).build([BuildInput(sch.func)])[0]
+    x = random_inputs(func)
+    with LocalRunner() as runner:
+        first = runner.run([RunInput(lib.lib_path, sch.func, "k", x, evaluate(func, x))])[0]
+        runner._proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        assert runner._proc.poll() is None
+        again = runner.run([RunInput(lib.lib_path, sch.func, "k", x, evaluate(func, x))])[0]
+    assert first.ok and again.ok, (first.error_msg, again.error_msg)
+
+
 def test_compile_timeout_is_reported():
     huge = _kernel(GOOD) + "\n".join(
         f"float f{i}(float x) {{ return x * {i}.0f + f{i - 1}(x); }}" if i else

@@ -352,6 +352,22 @@ def main(argv: list[str] | None = None) -> int:
     except TensorTuneError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"interrupted{_kept(args)}", file=sys.stderr)
+        return 130
+
+
+def _kept(args: argparse.Namespace) -> str:
+    """What an interrupted command leaves: every record a tuning run measured is stored as
+    it is measured, so the same command goes on from there."""
+    if args.cmd not in ("tune", "tune-model"):
+        return ""
+    if args.db is None:
+        return "; without --db the records were in memory only"
+    from tensortune.database import Database
+
+    return (f"; {Database(args.db).count()} records are in {args.db}: the same command "
+            "goes on from them without measuring them again")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +31,10 @@ def spawn(module: str) -> tuple[subprocess.Popen, Connection]:
 def serve(conn: Connection, handle: Callable[[Any], Any],
           on_error: Callable[[Exception], Any]) -> None:
     """Answer each message with ``handle(msg)``, or ``on_error(e)`` when it raises, until
-    the caller sends None or hangs up."""
+    the caller sends None or hangs up. Ctrl-C, which a terminal sends to the caller and
+    its workers alike, is the caller's to handle: a worker ignores it and is stopped by
+    the caller (or by its hanging up) instead of printing a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             msg = conn.recv()
