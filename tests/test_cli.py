@@ -54,6 +54,10 @@ def test_an_interrupted_tune_says_what_it_kept(tmp_path, capsys, monkeypatch):
     assert "interrupted; 3 records are in" in capsys.readouterr().err
     assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "9"]) == 130
     assert "without --db the records were in memory only" in capsys.readouterr().err
+    fresh = str(tmp_path / "never.db")
+    assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "9", "--db", fresh]) \
+        == 130
+    assert "interrupted; nothing was measured" in capsys.readouterr().err
 
 
 def test_user_file_workload_and_errors(tmp_path, capsys):
@@ -70,7 +74,8 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
     assert main(["tune", f"{ops}:nope", "--trials", "1"]) == 2
     assert "has no 'nope'; it defines: matmul_relu" in capsys.readouterr().err
     assert main(["tune", f"{ops}:matmul_relu", "--shape", "m=4", "--trials", "1"]) == 2
-    assert "bad shape arguments {'m': 4}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "bad shape arguments {'m': 4}" in err and "it takes (n=16)" in err
     broken = tmp_path / "broken.py"
     broken.write_text("import math\n\nx = 1\ny = math.sqrt(-x)\n")
     assert main(["tune", f"{broken}:f", "--trials", "1"]) == 2

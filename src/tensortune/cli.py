@@ -364,7 +364,12 @@ def _kept(args: argparse.Namespace) -> str:
         return ""
     if args.db is None:
         return "; without --db the records were in memory only"
+    from pathlib import Path
+
     from tensortune.database import Database
+
+    if not Path(args.db).exists():
+        return "; nothing was measured"
 
     return (f"; {Database(args.db).count()} records are in {args.db}: the same command "
             "goes on from them without measuring them again")

@@ -74,13 +74,21 @@ def resolve(spec: str, small: bool = False, **shape: Any) -> PrimFunc:
     from ..user_file import load_attr
 
     obj = load_attr(spec)
+    func = obj
     if callable(obj) and not isinstance(obj, PrimFunc):
+        import inspect
+
         try:
-            func = obj(**shape)
-        except TypeError as e:   # the shape arguments do not fit its parameters
-            raise TensorTuneError(f"{spec}: bad shape arguments {shape}: {e}") from e
-    else:
-        func = obj
+            sig = inspect.signature(obj)
+        except (TypeError, ValueError):   # no signature to check (a builtin): just call it
+            sig = None
+        if sig is not None:
+            try:
+                sig.bind(**shape)
+            except TypeError as e:
+                raise TensorTuneError(f"{spec}: bad shape arguments {shape}: {e}; it takes "
+                                      f"{sig}") from e
+        func = obj(**shape)
     if not isinstance(func, PrimFunc):
         raise TensorTuneError(f"{spec} gave {type(func).__name__}, not a function from "
                               "te.create_func")
