@@ -13,7 +13,10 @@ Carrying survivors over lets the evolution run on across batches at the cost of 
 fresh draws (each replays the whole trace). Measured at 256 trials (RESULTS.md): with
 population 144, 2 generations and ``fresh=0.25`` TBG's best latency was 19% lower than with the
 defaults over three seeds at the same trials per second, but CONVLAYER's was 17-33%
-slower over two, so the defaults draw the whole population afresh.
+slower over two, so the defaults draw the whole population afresh. A random share of 0.5
+(not 0.2) in the batches chosen while only a transferred model ranks (before 16 own
+measurements) was mixed over seven workloads and eight seeds: 0.84x on C2D at 16
+trials, 0.85-0.88x on SMX, 1.06-1.12x on LNM; not kept.
 
 Example:
     >>> tt.tune(func, trials=256, strategy=EvolutionarySearch(population=64))
