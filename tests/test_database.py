@@ -53,6 +53,19 @@ def test_timings_reads_latency_and_features_by_workload(tmp_path):
     assert db.timings("t2") == {"w2": [(2e-3, [9.0, 9.0])]}
 
 
+def test_reading_a_missing_database_says_so_and_creates_nothing(tmp_path, capsys):
+    from tensortune.cli import main
+
+    missing = tmp_path / "none.db"
+    with pytest.raises(DatabaseError, match="no tuning database at .*none.db; tune into it"):
+        tt.compile(tt.workloads.get("gmm", **SMALL), database=missing)
+    for argv in (["show", "gmm", "--db", str(missing)], ["db", "list", "--db", str(missing)],
+                 ["db", "export", str(tmp_path / "x.jsonl"), "--db", str(missing)]):
+        assert main(argv) == 2
+        assert "no tuning database at" in capsys.readouterr().err
+    assert not missing.exists()
+
+
 def test_bad_files(tmp_path):
     bad = tmp_path / "corrupt.db"
     bad.write_bytes(b"this is not a database at all" * 100)

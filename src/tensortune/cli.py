@@ -201,7 +201,7 @@ def _show(args: argparse.Namespace) -> int:
     from tensortune.search.tune import tuned_func
 
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
-    db = Database(args.db)
+    db = Database.existing(args.db)
     target = tt.Target.host()
     func = tuned_func(func, db, target)
     rec = best_record(func, db, target)
@@ -223,7 +223,7 @@ def _show(args: argparse.Namespace) -> int:
 def _db(args: argparse.Namespace) -> int:
     from tensortune.database import Database
 
-    db = Database(args.db)
+    db = Database(args.db) if args.action == "import" else Database.existing(args.db)
     if args.action == "list":
         from rich.console import Console
         from rich.table import Table

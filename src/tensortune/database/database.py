@@ -91,6 +91,20 @@ class Database:
                                     "move it away or pass another path") from e
         raise DatabaseError(f"{self.path} stayed locked by another process for too long")
 
+    @classmethod
+    def existing(cls, path: str | Path) -> Database:
+        """The database at ``path`` for reading: a ``DatabaseError`` if there is no file,
+        rather than a new empty database (which reading commands would leave behind).
+
+        Example:
+            >>> db = Database.existing("tuning.db")
+        """
+        if not Path(path).is_file():
+            raise DatabaseError(f"no tuning database at {path}; tune into it first "
+                                f"(tt.tune(func, database={str(path)!r}) or "
+                                f"tensortune tune NAME --db {path})")
+        return cls(path)
+
     def _init(self) -> None:
         self.conn.execute("PRAGMA busy_timeout=60000")
         self.conn.execute("PRAGMA journal_mode=WAL")

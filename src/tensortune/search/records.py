@@ -56,7 +56,7 @@ def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
     hint = (f"; it has {func.name} with another shape or definition (workloads "
             f"{', '.join(same_name)})") if same_name else ""
     raise DatabaseError(f"{db.path} has no record for {func.name} (workload {wl}){hint}; "
-                        "run tt.tune on it first")
+                        "tune it first (tt.tune or tensortune tune)")
 
 
 def retime_records(db: Database, func: PrimFunc, records: list[TuningRecord],

@@ -479,9 +479,10 @@ def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
     With ``retime``, a best record whose program now lowers to other C than the one it
     timed (the database is older than this tensortune's code generator) is timed and
     checked again with the next best before the kernel is built (``records.fresh_best``);
-    without it the stored timings decide."""
+    without it the stored timings decide. A path with no database file is an error, not a
+    new empty database."""
     tgt = target or Target.host()
-    db = _open(database)
+    db = database if isinstance(database, Database) else Database.existing(database)
     func = tuned_func(func, db, tgt)
     if not retime:
         return build(replay(func, best_record(func, db, tgt)), tgt)
