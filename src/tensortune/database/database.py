@@ -93,8 +93,9 @@ class Database:
 
     @classmethod
     def existing(cls, path: str | Path) -> Database:
-        """The database at ``path`` for reading: a ``DatabaseError`` if there is no file,
-        rather than a new empty database (which reading commands would leave behind).
+        """The database already at ``path``: a ``DatabaseError`` if there is no file there,
+        rather than a new empty database (which commands that only read it would leave
+        behind).
 
         Example:
             >>> db = Database.existing("tuning.db")
@@ -206,9 +207,10 @@ class Database:
         Example:
             >>> rows = db.timings(target.fingerprint(), exclude=func.structural_hash())
         """
+        where, args = ("target=?", (target,)) if exclude is None else \
+            ("target=? AND workload!=?", (target, exclude))
         rows = self.conn.execute(
-            "SELECT workload, latency, features FROM records WHERE target=? AND workload!=? "
-            "ORDER BY id", (target, exclude if exclude is not None else ""))
+            f"SELECT workload, latency, features FROM records WHERE {where} ORDER BY id", args)
         out: dict[str, list[tuple[float, list[float]]]] = {}
         for w, lat, ft in rows:
             out.setdefault(w, []).append((float("inf") if lat is None else float(lat),
