@@ -11,6 +11,20 @@ def test_example_runs_and_checks(capsys):
     assert "checked against float64" in out and "sch.split(" in out
 
 
+def test_help_names_the_workloads_and_shows_examples(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "examples:" in out and "tensortune tune my_ops.py:matmul_relu" in out
+    with pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "gmm, dense, c2d" in out and "path/to/file.py:func" in out
+    assert "keeps its records only with it" in out
+
+
 def test_target(capsys):
     assert main(["target"]) == 0
     assert "fingerprint" in capsys.readouterr().out

@@ -305,37 +305,63 @@ def _target(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from tensortune.errors import TensorTuneError
+    from tensortune.workloads import names
 
-    ap = argparse.ArgumentParser(prog="tensortune", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="tensortune", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Search loop schedules for the fastest correct kernel of a tensor "
+                    "computation on this machine.",
+        epilog="examples:\n" + "\n".join(
+            "  " + line[4:] for line in (__doc__ or "").splitlines()
+            if line.startswith("    ")))
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("tune", "show"):
         p = sub.add_parser(name, help=f"{name} a workload: suite name or file.py:func")
-        p.add_argument("workload")
-        p.add_argument("--db", default=None if name == "tune" else "tuning.db")
+        p.add_argument("workload", help=f"a suite workload ({', '.join(names())}) or "
+                       "path/to/file.py:func, a te function or one that returns it")
+        p.add_argument("--db", default=None if name == "tune" else "tuning.db",
+                       help="the SQLite tuning database; tune keeps its records only with "
+                            "it (and goes on from those already there)" if name == "tune"
+                       else "the SQLite tuning database (default tuning.db)")
         p.add_argument("--shape", help="shape arguments, e.g. M=64,N=64,K=64")
         p.add_argument("--small", action="store_true", help="the suite's small test shape")
     tune = sub.choices["tune"]
-    tune.add_argument("--trials", type=int, default=64)
-    tune.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "replay"])
-    tune.add_argument("--cost-model", default="lgbm", choices=["lgbm", "random"])
-    tune.add_argument("--seed", type=int, default=None)
+    tune.add_argument("--trials", type=int, default=64,
+                      help="candidates to build, check and time (default 64)")
+    tune.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "replay"],
+                      help="evolutionary search ranked by the cost model (default), or "
+                           "random replay of the design spaces")
+    tune.add_argument("--cost-model", default="lgbm", choices=["lgbm", "random"],
+                      help="LightGBM on program features (default), or random scores")
+    tune.add_argument("--seed", type=int, default=None,
+                      help="seed of the search's random choices (default: a fresh one)")
     tune.set_defaults(fn=_tune)
     tm = sub.add_parser("tune-model", help="tune and compile a PyTorch model")
     tm.add_argument("model", help="file.py:name, an nn.Module or a function returning one")
     tm.add_argument("--input", action="append", required=True,
                     help="an example input's shape, e.g. 1,3,224,224 (add :int for indices); "
                          "repeat for several inputs")
-    tm.add_argument("--trials", type=int, default=2000)
-    tm.add_argument("--db", default="model.db")
-    tm.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"])
-    tm.add_argument("--seed", type=int, default=None)
+    tm.add_argument("--trials", type=int, default=2000,
+                    help="trials over all the model's tasks together (default 2000)")
+    tm.add_argument("--db", default="model.db",
+                    help="the SQLite tuning database (default model.db); a second run goes "
+                         "on from its records")
+    tm.add_argument("--scheduler", default="gradient", choices=["gradient", "round-robin"],
+                    help="how trials are shared among tasks: by expected gain in the "
+                         "model's latency (default), or in turn")
+    tm.add_argument("--seed", type=int, default=None,
+                    help="seed of the search's random choices (default: a fresh one)")
     tm.set_defaults(fn=_tune_model)
     sub.choices["show"].add_argument("--c", action="store_true", help="print the C source")
     sub.choices["show"].set_defaults(fn=_show)
     db = sub.add_parser("db", help="list, export or import a tuning database")
-    db.add_argument("action", choices=["list", "export", "import"])
-    db.add_argument("file", nargs="?", default="records.jsonl")
-    db.add_argument("--db", default="tuning.db")
+    db.add_argument("action", choices=["list", "export", "import"],
+                    help="list its workloads and their best here, or export or import "
+                         "its records as JSON lines")
+    db.add_argument("file", nargs="?", default="records.jsonl",
+                    help="the JSON-lines file of export and import (default records.jsonl)")
+    db.add_argument("--db", default="tuning.db",
+                    help="the SQLite tuning database (default tuning.db)")
     db.set_defaults(fn=_db)
     cache = sub.add_parser("cache", help="the compiled-kernel cache: its size, or prune or "
                            "clear it")
