@@ -319,10 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=f"{name} a workload: suite name or file.py:func")
         p.add_argument("workload", help=f"a suite workload ({', '.join(names())}) or "
                        "path/to/file.py:func, a te function or one that returns it")
-        p.add_argument("--db", default=None if name == "tune" else "tuning.db",
-                       help="the SQLite tuning database; tune keeps its records only with "
-                            "it (and goes on from those already there)" if name == "tune"
-                       else "the SQLite tuning database (default tuning.db)")
+        if name == "tune":
+            p.add_argument("--db", help="the SQLite tuning database; tune keeps its records "
+                           "only with it (and goes on from those already there)")
+        else:
+            p.add_argument("--db", default="tuning.db",
+                           help="the SQLite tuning database (default tuning.db)")
         p.add_argument("--shape", help="shape arguments, e.g. M=64,N=64,K=64")
         p.add_argument("--small", action="store_true", help="the suite's small test shape")
     tune = sub.choices["tune"]

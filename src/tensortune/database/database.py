@@ -200,17 +200,19 @@ class Database:
     def timings(self, target: str, exclude: str | None = None
                 ) -> dict[str, list[tuple[float, list[float]]]]:
         """(latency, features) of every record for ``target``, by workload (``exclude``
-        left out), in the order they were stored; a failed record's latency is inf. Reads
+        left out), the workloads in ``workloads()``'s order (by name) and each one's
+        records in the order they were stored; a failed record's latency is inf. Reads
         two columns, not the traces: what a transfer model trains on, for every workload
         of a database that may hold thousands of records.
 
         Example:
             >>> rows = db.timings(target.fingerprint(), exclude=func.structural_hash())
         """
-        where, args = ("target=?", (target,)) if exclude is None else \
-            ("target=? AND workload!=?", (target, exclude))
+        where, args = ("r.target=?", (target,)) if exclude is None else \
+            ("r.target=? AND r.workload!=?", (target, exclude))
         rows = self.conn.execute(
-            f"SELECT workload, latency, features FROM records WHERE {where} ORDER BY id", args)
+            "SELECT r.workload, r.latency, r.features FROM records r JOIN workloads w ON "
+            f"w.hash = r.workload WHERE {where} ORDER BY w.name, w.hash, r.id", args)
         out: dict[str, list[tuple[float, list[float]]]] = {}
         for w, lat, ft in rows:
             out.setdefault(w, []).append((float("inf") if lat is None else float(lat),

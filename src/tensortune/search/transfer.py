@@ -41,9 +41,8 @@ def database_rows(db: Database, workload: str, target: str
     code that filled it; so are workloads with no successful record."""
     xs: list[list[float]] = []
     ys: list[float] = []
-    stored = db.timings(target, exclude=workload)
-    for h, _, _, _ in db.workloads():   # in the workloads' order, as the model always had
-        rows = [(lat, ft) for lat, ft in stored.get(h, []) if len(ft) == FEATURES]
+    for stored in db.timings(target, exclude=workload).values():
+        rows = [(lat, ft) for lat, ft in stored if len(ft) == FEATURES]
         y = normalized_throughput([lat for lat, _ in rows])
         if not y.any():
             continue
