@@ -3,6 +3,7 @@
 import dataclasses
 
 import numpy as np
+import pytest
 
 import tensortune as tt
 from tensortune.cost_model import FEATURES, LGBMModel, RandomModel, extract
@@ -72,6 +73,38 @@ def test_transfer_model_from_other_workloads(tmp_path):
     xs, ys = database_rows(db, "mine", "t")
     assert len(xs) == len(ys) == 81 and list(probe[0]) not in xs
     assert ys[xs.index(list(probe[1]))] == 0.0 and max(ys) == 1.0 and min(ys) == 0.0
+
+
+def test_transfer_rows_keep_each_workloads_share_with_its_fastest(tmp_path, monkeypatch):
+    from tensortune.database import Database, TuningRecord
+    from tensortune.search import transfer
+
+    db = Database(tmp_path / "t.db")
+    rng = np.random.default_rng(3)
+    lats = {}
+    for w, n in (("big", 200), ("small", 12)):
+        db.add_workload(w, w, "", 1e6)
+        for i in range(n):
+            lat = float(rng.uniform(1e-3, 9e-3))
+            x = [lat, float(i)] + list(rng.random(FEATURES - 2))
+            lats[(w, i)] = lat
+            db.add(TuningRecord(w, "t", "{}", f"{w}-{i}", [lat], features=x))
+    monkeypatch.setattr(transfer, "MIN_SHARE", 8)
+    assert transfer.share(2, 100) == 50 and transfer.share(40, 100) == 8
+    xs, ys = transfer.database_rows(db, "mine", "t", max_rows=100)
+    big = sorted(lats[("big", i)] for i in range(200))
+    got_big = [x[0] for x in xs if x[0] in big]
+    # 50 of the 200: the 12 fastest among them, each scored against the best of all 200;
+    # the small workload, under its share, whole.
+    assert len(xs) == 62 and len(got_big) == 50 and set(big[:12]) <= set(got_big)
+    for x, y in zip(xs, ys):
+        if x[0] in big:
+            assert y == pytest.approx(big[0] / x[0])
+    assert sum(1 for x in xs if x[0] not in big) == 12
+    # The draw is fixed: the same rows every time, in stored order.
+    assert transfer.database_rows(db, "mine", "t", max_rows=100) == (xs, ys)
+    ids = [int(x[1]) for x in xs if x[0] in big]
+    assert ids == sorted(ids)
 
 
 def test_transferred_model_weight_follows_its_ranking_of_own_measurements():
