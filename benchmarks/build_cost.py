@@ -77,10 +77,12 @@ def gcc_seconds(source: str, target: Target, cache: Path) -> tuple[str, float]:
     return str(lib), (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
-def draw_forever(func: tt.PrimFunc, gen: PostOrderApply) -> Iterator[Candidate | None]:
+def draw_forever(func: tt.PrimFunc, gen: PostOrderApply, lanes: int = 16
+                 ) -> Iterator[Candidate | None]:
     """Seeded draws (seed 0) from the design spaces of the form of ``func`` that ``tune``
-    searches (its rewrite where one applies); None where a draw was illegal."""
-    func = rewritten_form(func) or func
+    searches (its rewrite where one applies, for vectors of ``lanes`` floats); None where
+    a draw was illegal."""
+    func = rewritten_form(func, lanes) or func
     spaces = gen.generate(func)
     ctx = SearchContext(func, spaces, gen, set(), random.Random(0))
     while True:
@@ -92,9 +94,10 @@ def programs(func: tt.PrimFunc, gen: PostOrderApply, target: Target,
     """``draws`` seeded random programs of the form of ``func`` that ``tune`` searches
     (its rewrite where one applies), then its ``top`` records in ``db``; each with
     whether it is such a record."""
-    drawn = itertools.islice(draw_forever(func, gen), draws)
+    lanes = target.lanes("float32")
+    drawn = itertools.islice(draw_forever(func, gen, lanes), draws)
     out = [(c.sch.func, False) for c in drawn if c is not None]
-    func = rewritten_form(func) or func
+    func = rewritten_form(func, lanes) or func
     if db is not None:
         out += [(replay(func, r).func, True)
                 for r in db.top_k(func.structural_hash(), target.fingerprint(), top)]

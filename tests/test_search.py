@@ -73,6 +73,7 @@ def test_last_trials_rebuild_the_best_with_gcc_sched_pressure(tmp_path):
     db = Database(tmp_path / "t.db")
     res = tt.tune(f, trials=32, database=db, seed=1, sched_variants=2, retime_top=0)
     assert res.trials == 32
+    f = res.func   # its rewrite: 40 columns padded to 48 (pad_lanes)
     recs = db.records(f.structural_hash(), tt.Target.host().fingerprint())
     marked = [r for r in recs if "gcc_sched_pressure" in r.trace]
     assert len(recs) == 32 and len(marked) == 2

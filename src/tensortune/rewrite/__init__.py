@@ -7,19 +7,22 @@ Example:
 from __future__ import annotations
 
 from ..tir.stmt import PrimFunc
+from .pad_lanes import pad_lanes
 from .shared_operand import shared_operand
 from .stride_phase import stride_phase
 
 REWRITES = (stride_phase, shared_operand)
 
 
-def rewrite(func: PrimFunc) -> PrimFunc | None:
-    """``func`` after every rewrite that applies, in order, or None if none does."""
+def rewrite(func: PrimFunc, lanes: int = 16) -> PrimFunc | None:
+    """``func`` after every rewrite that applies, in order, or None if none does;
+    ``lanes`` is the target's float32 vector width (``pad_lanes``), last."""
     out = None
     for r in REWRITES:
         new = r(out or func)
         out = new if new is not None else out
-    return out
+    new = pad_lanes(out or func, lanes)
+    return new if new is not None else out
 
 
-__all__ = ["REWRITES", "rewrite", "shared_operand", "stride_phase"]
+__all__ = ["REWRITES", "pad_lanes", "rewrite", "shared_operand", "stride_phase"]

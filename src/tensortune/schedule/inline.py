@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..errors import ScheduleError, check
-from ..tir.expr import BufferLoad, Expr, Var, structural_equal
+from ..tir.analysis import conjunction, conjuncts
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, structural_equal
 from ..tir.functor import rewrite_expr, rewrite_stmt, substitute
 from ..tir.stmt import Block, BufferStore, PrimFunc
 from .tree import find_block, loads_of, order, readers, reads, remove_block, replace_block, writers
@@ -86,6 +87,21 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
           f"{what}: block {name} must read {pbuf.name} with all its iteration variables "
           "(an injective, element-wise consumer)")
     pvars = _index_vars(prod, st_p.indices, what, f"stores {pbuf.name}")
+    check(cons.predicate is None,
+          f"{what}: block {name} has a guard ({cons.predicate}); inline it before its "
+          "loops are split")
+    # A consumer may read only part of what the producer writes (the first 131 columns
+    # of a product computed 144 wide, in whole vectors): the producer then stores the
+    # consumer's output only where the consumer's domain reaches, or it would write past
+    # the end of that output.
+    cext = {iv.var: iv.extent for iv in cons.iter_vars}
+    pext = {iv.var: iv.extent for iv in prod.iter_vars}
+    pbind = dict(zip((iv.var for iv in prod.iter_vars), prod.bindings))
+    guards: list[Expr] = []
+    for cv, pv in zip(cvars, pvars):
+        if cext[cv] < pext[pv]:
+            guards.append(BinOp("<", pbind[pv], IntImm(cext[cv]), "bool"))
+    pred = conjunction(conjuncts(prod.predicate) + guards) if guards else prod.predicate
     pos = order(func)
     for x in reads(cons):
         late = [w.name for w in writers(func, x) if x is not pbuf and pos[w.name] > pos[prod.name]]
@@ -103,5 +119,6 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
     idx = tuple(substitute(i, vmap) for i in st_c.indices)
     f2 = remove_block(func, name)
     f3 = replace_block(f2, prod.name,
-                       lambda b: replace(b, body=BufferStore(st_c.buffer, idx, value)))
+                       lambda b: replace(b, body=BufferStore(st_c.buffer, idx, value),
+                                         predicate=pred))
     return f3.with_body(f3.body, tuple(b for b in func.alloc_buffers if b is not pbuf))

@@ -153,14 +153,20 @@ class TuningTask:
         self.target, self.db, self.early_stop = target, db, early_stop
         self.ins = random_inputs(func)
         self.expected = evaluate(func, self.ins)
-        if rewrite:
-            func = _rewritten(func, self.ins, self.expected)
+        # The work counted is the smaller form's: a rewrite that skips a dilated input's
+        # zeros (T2D) counts only what is left, one that pads a row to whole vectors
+        # does not count the padding.
+        written = flop_count(func)
+        gen = _space(space, target)
+        # A template names the blocks and loops of the function it was written for, so
+        # that function is what it schedules.
+        if rewrite and not isinstance(gen, ScheduleFn):
+            func = _rewritten(func, self.ins, self.expected, target)
         self.func = func
         self.workload = wl = func.structural_hash()
-        self.flops = flop_count(func)
+        self.flops = min(written, flop_count(func))
         db.add_workload(wl, name or func.name, func_str(func), self.flops)
         self.fingerprint = fp = target.fingerprint()
-        gen = _space(space, target)
         stored = db.records(wl, fp)
         ctx = SearchContext(func, gen.generate(func), gen, {r.program for r in stored},
                             random.Random(seed))
@@ -382,7 +388,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          double_after: int | None = DOUBLE_AFTER) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
-    tuned instead, after a check on random inputs; ``result.func`` is the form tuned.
+    tuned instead, after a check on random inputs; ``result.func`` is the form tuned. A
+    template ``space`` schedules ``func`` as written.
     A candidate whose first timing is over ``early_stop`` times the best latency so far is
     timed once, not the runner's ``repeat`` times (to be the best its first timing would
     have to read 1.5x slow, and the load guard keeps busy spells out of timings). Each
@@ -450,8 +457,9 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     return result
 
 
-def _rewritten(func: PrimFunc, ins: list[np.ndarray], expected: list[np.ndarray]) -> PrimFunc:
-    new = rewritten_form(func)
+def _rewritten(func: PrimFunc, ins: list[np.ndarray], expected: list[np.ndarray],
+               target: Target) -> PrimFunc:
+    new = rewritten_form(func, target.lanes("float32"))
     if new is None:
         return func
     try:
@@ -467,7 +475,7 @@ def _rewritten(func: PrimFunc, ins: list[np.ndarray], expected: list[np.ndarray]
 def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
     """The form of ``func`` that ``tune`` searched: its rewrite if the database holds
     records of that, else ``func`` itself."""
-    new = rewritten_form(func)
+    new = rewritten_form(func, target.lanes("float32"))
     if new is not None and db.top_k(new.structural_hash(), target.fingerprint(), 1):
         return new
     return func

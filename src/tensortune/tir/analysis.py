@@ -12,7 +12,7 @@ Example:
 from __future__ import annotations
 
 from .arith import Ranges, bound, from_linear, linear, simplify
-from .expr import BinOp, Expr, IntImm, Var, as_int
+from .expr import BinOp, Expr, IntImm, Var, as_int, structural_equal
 from .functor import free_vars, substitute
 
 
@@ -26,10 +26,14 @@ def conjuncts(e: Expr | None) -> list[Expr]:
 
 
 def conjunction(terms: list[Expr]) -> Expr | None:
-    """``terms[0] && terms[1] && ...`` folded from the left (None for no terms); the
-    inverse of ``conjuncts``."""
+    """``terms[0] && terms[1] && ...`` folded from the left (None for no terms), each
+    distinct term once; the inverse of ``conjuncts``."""
     out: Expr | None = None
+    kept: list[Expr] = []
     for t in terms:
+        if any(structural_equal(t, k) for k in kept):
+            continue
+        kept.append(t)
         out = t if out is None else BinOp("&&", out, t, "bool")
     return out
 
