@@ -87,6 +87,10 @@ def test_where_the_rewrite_stays_away():
     assert pad_lanes(_matmul(97, 49, 5), lanes) is None           # 64 / 49 wastes too much
     assert pad_lanes(_matmul(96, 131, 5), lanes) is None          # 96 is whole vectors
     assert pad_lanes(_matmul(97, 131, 5, stride=2), lanes) is None  # B read at 2 j
+    # Row reductions (no input read without a spatial axis) are not tiled: 500 rows of
+    # softmax or layer norm would only gain a copy of their input.
+    assert pad_lanes(tt.workloads.get("smx", M=500, N=77), lanes) is None
+    assert pad_lanes(tt.workloads.get("lnm", M=500, N=77), lanes) is None
 
 
 def test_tuning_a_prime_matmul_vectorizes_and_counts_the_real_work(tmp_path):

@@ -18,9 +18,11 @@ After::
     C_pad[i, j] += A[i, k] * B_pad[k, j]              (j < 144)
     C[i, j] = C_pad[i, j]                             (j < 131)
 
-Applied only where no spatial axis of the reduction is whole vectors (a conv whose
-output channels fill the lanes keeps its form), where its output's last axis is at least
-a vector long, and where padding it adds at most a quarter (``MAX_WASTE``).
+Applied only to a reduction that MultiLevelTiling tiles (some input is read without
+every spatial axis: a matmul, a conv; not softmax's row max, whose lanes run along the
+row), where none of its spatial axes is whole vectors (a conv whose output channels fill
+the lanes keeps its form), where its output's last axis is at least a vector long, and
+where padding it adds at most a quarter (``MAX_WASTE``).
 
 Example:
     >>> new = pad_lanes(matmul_97x131, lanes=16)    # None where it does not apply
@@ -29,6 +31,7 @@ Example:
 from __future__ import annotations
 
 from ..schedule.tree import children, iter_blocks, root_index, unique_name
+from ..space.schedule_rule import has_reuse
 from ..tir.arith import affine
 from ..tir.expr import BinOp, BufferLoad, Expr, FloatImm, IntImm, Select, Var
 from ..tir.functor import free_vars, iter_exprs, rewrite_expr
@@ -63,6 +66,8 @@ def _pad_one(func: PrimFunc, name: str, lanes: int) -> PrimFunc | None:
     red, path = found[0]
     if red.init is None or red.predicate is not None or not isinstance(red.body, BufferStore):
         return None
+    if not has_reuse(red):
+        return None   # a row reduction (softmax's max): MultiLevelTiling leaves it alone
     store = red.body
     spatial = [iv for iv in red.iter_vars if iv.kind == "S"]
     if any(iv.extent % lanes == 0 for iv in spatial):
