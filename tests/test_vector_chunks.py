@@ -97,3 +97,32 @@ def test_a_buffer_read_back_in_narrow_vectors_is_written_in_them():
     for sch, kernel in ((narrow, k_narrow), (wide, k_wide)):
         ins = random_inputs(sch.func)
         np.testing.assert_allclose(kernel(*ins), evaluate(sch.func, ins)[0], rtol=1e-6)
+
+
+def _gelu(M: int, N: int):
+    X = te.placeholder((M, N), name="X")
+    Y = te.compute((M, N), lambda i, j: 0.5 * X[i, j] * (1.0 + te.tanh(
+        0.79788456 * (X[i, j] + 0.044715 * X[i, j] * X[i, j] * X[i, j]))), name="Y")
+    return te.create_func([X, Y], name="gelu")
+
+
+@settings(max_examples=12, deadline=None)
+@given(M=st.integers(1, 5), N=st.integers(1, 90), parallel=st.booleans())
+def test_a_row_of_no_whole_quarter_vectors_vectorizes_all_but_its_tail(M, N, parallel):
+    """77 = 64 + 8 + 4 + 1 on AVX-512: vectors up to the last quarter vector, the rest
+    scalar; the whole row used to stay scalar (tanhf per element)."""
+    f = _gelu(M, N)
+    sch = tt.Schedule(f)
+    i, j = sch.get_loops(sch.get_block("Y"))
+    if parallel:
+        sch.parallel(i)
+    sch.vectorize(j)
+    kernel = tt.build(sch)
+    x = random_inputs(f, seed=N)
+    check_close(kernel(*x), evaluate(f, x)[0])
+    smallest = max(2, LANES // 4)
+    if N >= smallest:
+        assert "tt_vtanh_f32x" in kernel.source
+    # Scalar tanh only for the elements after the last whole quarter vector.
+    calls = re.findall(r"tanhf\((?!float)", kernel.source)   # not its declaration
+    assert len(calls) == N % smallest

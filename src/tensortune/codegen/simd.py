@@ -104,7 +104,15 @@ class SimdEmitter(CEmitter):
         if len(dtypes) != 1 or not is_float(next(iter(dtypes))):
             return self._scalar_unroll_if_promoted(s, ind)
         dtype = dtypes.pop()
-        plan = self._plan(s, self.target.lanes(dtype))
+        lanes = self.target.lanes(dtype)
+        plan = self._plan(s, lanes)
+        tail = 0
+        if plan is None and _widths(lanes):
+            # A row of 77 is 64 + 8 + 4 lanes and one scalar element: the loop vectorizes
+            # but for the last few elements (it was all scalar: a GELU over rows of 77
+            # called tanhf per element and ran 10x slower than PyTorch, RESULTS.md).
+            tail = s.extent % _widths(lanes)[-1]
+            plan = self._plan(s, lanes, s.extent - tail) if s.extent > tail else None
         if plan is None:
             return self._scalar_unroll_if_promoted(s, ind)
         lane = Var("lane")
@@ -130,6 +138,8 @@ class SimdEmitter(CEmitter):
                 self.ranges[lane] = (0, w - 1)
                 body = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
                 self._vstmt(body, lane, dtype, w, ind)
+            for at in range(s.extent - tail, s.extent):
+                self.stmt(_subst(s.body, {s.var: IntImm(at)}, self.ranges), ind)
         except _NoVec:
             # Names given to the body's allocations are given again by the scalar code.
             self.lines, self.used = saved, used
@@ -139,13 +149,14 @@ class SimdEmitter(CEmitter):
         self.vtypes.update((dtype, w) for _, w in plan)
         return True
 
-    def _plan(self, s: For, lanes: int) -> tuple[tuple[int, int], ...] | None:
+    def _plan(self, s: For, lanes: int, extent: int | None = None
+              ) -> tuple[tuple[int, int], ...] | None:
         # A buffer the kernel reads back in vectors is written in vectors no wider than
         # the widest read: stored 16 lanes at a time and read back 8 (DEP's padded copy
         # under an 8-lane tile) it ran 1.25x slower than stored 8 at a time (RESULTS.md).
         cap = max((self.read_width.get(st.buffer, lanes) for st in stores_in(s.body)),
                   default=lanes)
-        return chunk_plan(s.extent, min(cap, lanes))
+        return chunk_plan(s.extent if extent is None else extent, min(cap, lanes))
 
     def _scalar_unroll_if_promoted(self, s: For, ind: int) -> bool:
         """Promoted tiles need constant indices: expand the loop instead of looping."""
