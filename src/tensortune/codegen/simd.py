@@ -138,8 +138,8 @@ class SimdEmitter(CEmitter):
                 self.ranges[lane] = (0, w - 1)
                 body = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
                 self._vstmt(body, lane, dtype, w, ind)
-            for at in range(s.extent - tail, s.extent):
-                self.stmt(_subst(s.body, {s.var: IntImm(at)}, self.ranges), ind)
+            for k in range(s.extent - tail, s.extent):
+                self.stmt(_subst(s.body, {s.var: IntImm(k)}, self.ranges), ind)
         except _NoVec:
             # Names given to the body's allocations are given again by the scalar code.
             self.lines, self.used = saved, used
