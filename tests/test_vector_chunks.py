@@ -126,3 +126,21 @@ def test_a_row_of_no_whole_quarter_vectors_vectorizes_all_but_its_tail(M, N, par
     # Scalar tanh only for the elements after the last whole quarter vector.
     calls = re.findall(r"tanhf\((?!float)", kernel.source)   # not its declaration
     assert len(calls) == N % smallest
+
+
+def test_a_long_row_no_chunk_divides_is_vectorized_whole():
+    """A row of 1001 (7 x 11 x 13) has no 8-64 chunk to split off: the default space
+    vectorizes it whole, a loop over whole vectors and a tail, not scalar tanhf calls."""
+    from tensortune.space import PostOrderApply, sample
+
+    f = _gelu(64, 1001)   # rows enough to share out, so the row loop stays whole
+    gen = PostOrderApply.default(tt.Target.host())
+    x = random_inputs(f)
+    want = evaluate(f, x)[0]
+    for seed, space in enumerate(gen.generate(f)):
+        sch = sample(f, space, seed, gen.postprocs)
+        assert sch is not None and "vectorized(1001)" in str(sch.func)
+        kernel = tt.build(sch)
+        check_close(kernel(*x), want)
+        assert "tt_vtanh_f32x" in kernel.source
+        assert len(re.findall(r"tanhf\((?!float)", kernel.source)) == 1001 % max(2, LANES // 4)

@@ -110,13 +110,20 @@ class ParallelVectorizeUnroll:
             kinds = self._partial_axis_last(sch, block, kinds)
         lp, kind = kinds[-1]
         node: For = sch.get(lp)
+        whole = False
         if kind == "S" and node.kind == ForKind.SERIAL and node.extent > self.max_vector:
-            # A long untiled row (softmax's output): vectorize a chunk of it.
+            # A long untiled row (softmax's output): vectorize a chunk of it; with no
+            # chunk dividing it (1001), the whole row, which the code generator emits as
+            # a loop over whole vectors and a short tail (a GELU over rows of 1001 stayed
+            # scalar and ran 8x slower than PyTorch, RESULTS.md).
             chunk = next((c for c in (64, 32, 16, 8) if node.extent % c == 0), None)
             if chunk is not None:
                 lp = sch.split(lp, [None, chunk])[1]
                 node = sch.get(lp)
-        if kind == "S" and node.kind == ForKind.SERIAL and node.extent <= self.max_vector:
+            else:
+                whole = True
+        if kind == "S" and node.kind == ForKind.SERIAL and (node.extent <= self.max_vector
+                                                             or whole):
             try:
                 sch.vectorize(lp)
             except ScheduleError:
