@@ -128,6 +128,25 @@ def test_reverse_inlining_a_narrower_consumer_guards_the_producer():
     check_close(tt.build(sch)(a), np.maximum(a[:7, :13].astype(np.float64) * 2 + 1, 1.5))
 
 
+def test_reverse_inlining_a_consumer_wider_than_its_producer_is_refused():
+    A = te.placeholder((8,), name="A")
+    T = te.compute((8,), lambda i: A[i] + 1.0, name="T")
+    R = te.compute((8,), lambda i: T[i] * 2.0, name="R")
+    f = te.create_func([A, R], name="same")
+    sch = tt.Schedule(f)
+    # Shrink the producer's domain by hand: it writes T over 5 points, R reads all 8.
+    import dataclasses
+
+    from tensortune.schedule.tree import replace_block
+    from tensortune.tir.stmt import IterVar
+
+    def shrink(b):
+        return dataclasses.replace(b, iter_vars=(IterVar(b.iter_vars[0].var, 5, "S"),))
+    sch.func = replace_block(sch.func, "T", shrink)
+    with pytest.raises(ScheduleError, match="unwritten"):
+        sch.reverse_compute_inline(sch.get_block("R"))
+
+
 def test_reverse_inlining_a_guarded_consumer_is_refused():
     sch = tt.Schedule(_wide_then_narrow())
     _, j = sch.get_loops(sch.get_block("R"))

@@ -99,6 +99,10 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
     pbind = dict(zip((iv.var for iv in prod.iter_vars), prod.bindings))
     guards: list[Expr] = []
     for cv, pv in zip(cvars, pvars):
+        check(cext[cv] <= pext[pv],
+              f"{what}: block {name} runs {cv.name} over {cext[cv]} points but {prod.name} "
+              f"writes {pbuf.name} over {pext[pv]} on that axis; folded in, it would leave "
+              "the rest of its output unwritten")
         if cext[cv] < pext[pv]:
             guards.append(BinOp("<", pbind[pv], IntImm(cext[cv]), "bool"))
     pred = conjunction(conjuncts(prod.predicate) + guards) if guards else prod.predicate
