@@ -87,3 +87,47 @@ def test_guard_intervals_match_brute_force(op, sign, a, b):
           ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}[op]
     for x in range(-40, 41):
         assert py(sign * x + a, b) == (lo <= x < hi), (x, lo, hi)
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=st.sampled_from(["<", "<=", ">", ">="]),
+       sign=st.sampled_from([1, -1, 2, -16, 16]), lane=st.sampled_from([1, -1, 3]),
+       width=st.integers(1, 16), a=st.integers(-40, 40), b=st.integers(-40, 40))
+def test_guard_intervals_with_lanes_hold_for_every_lane(op, sign, lane, width, a, b):
+    """``k * v + m * l + a OP b`` with ``l`` a vector loop's lane in [0, width): the
+    interval is exactly the v where the comparison holds for every lane."""
+    from tensortune.codegen.partition import _interval
+    from tensortune.tir.expr import BinOp, IntImm, Var
+
+    v, lv = Var("v"), Var("l")
+    lhs = BinOp("+", BinOp("+", BinOp("*", IntImm(sign), v, "int32"),
+                           BinOp("*", IntImm(lane), lv, "int32"), "int32"), IntImm(a), "int32")
+    term = BinOp(op, lhs, IntImm(b), "bool")
+    assert _interval(term, v) is None    # a lane in the term: only with the lanes given
+    lo, hi = _interval(term, v, {lv: (0, width - 1)})
+    py = {"<": lambda x, y: x < y, "<=": lambda x, y: x <= y,
+          ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}[op]
+    for x in range(-40, 41):
+        every = all(py(sign * x + lane * t + a, b) for t in range(width))
+        assert every == (lo <= x < hi), (x, lo, hi)
+
+
+@settings(max_examples=15, deadline=None)
+@given(M=st.integers(1, 6), N=st.integers(17, 300))
+def test_a_reduction_split_into_vectors_and_a_tail_runs_all_but_its_end_as_vectors(M, N):
+    """A row max split [None, 16] and rfactored (AddRFactor's fork for a row with no
+    divisor of whole vectors): the reduction loop is cut where the guard starts to
+    depend on the lane; the part before it has no guard and becomes vector code."""
+    f = tt.workloads.get("smx", M=M, N=N)
+    sch = tt.Schedule(f)
+    i, j = sch.get_loops(sch.get_block("rowmax"))
+    _, j1 = sch.split(j, [None, 16])
+    sch.rfactor(j1, 1)
+    rf = sch.get_block("rowmax_rf")
+    sch.decompose_reduction(rf, sch.get_loops(rf)[1])
+    sch.vectorize(sch.get_loops(sch.get_block("rowmax_rf"))[-1])
+    kernel = tt.build(sch)
+    x = random_inputs(f, seed=N)
+    check_close(kernel(*x), evaluate(f, x)[0])
+    if N >= 32 and TARGET.lanes("float32") == 16:
+        assert "tt_vmax_f32x16(" in kernel.source

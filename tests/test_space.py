@@ -322,3 +322,27 @@ def test_an_unroll_depth_counts_the_register_tile_lowering_expands():
         sch, k1 = _gmm_tiled(k_inner=4, i_tile=8)
         sch.annotate(k1, "pragma_unroll", depth)
         assert ("#pragma GCC unroll" in emit_c(lower(sch.func), TARGET)) == shown
+
+
+def test_add_rfactor_forks_a_tail_where_no_divisor_is_whole_vectors():
+    """A row of 1001 (7 x 11 x 13): plain, a sampled divisor, and whole vectors with a
+    guarded tail; a row of 1024 only the first two. Draws of the tail's spaces (partials
+    a whole vector wide, which no divisor of 1001 is) are exact."""
+    from tensortune.reference import check_close, evaluate, random_inputs
+
+    lanes = TARGET.lanes("float32")
+    for n, forks in ((1001, 3), (1024, 2)):
+        sch = tt.Schedule(tt.workloads.get("smx", M=4, N=n))
+        assert len(AddRFactor(lanes=lanes).apply(sch, sch.get_block("rowmax"))) == forks
+    f = tt.workloads.get("smx", M=8, N=1001)
+    gen = PostOrderApply.default(TARGET)
+    x = random_inputs(f)
+    want = evaluate(f, x)[0]
+    checked = 0
+    for space in gen.generate(f):
+        for seed in range(2):
+            s = sample(f, space, seed, gen.postprocs)
+            if s is not None and f"_rf = alloc(float32[8, {lanes}]" in str(s.func):
+                check_close(tt.build(s)(*[a.copy() for a in x]), want)
+                checked += 1
+    assert checked >= 2

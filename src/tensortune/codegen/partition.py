@@ -62,9 +62,12 @@ def _split(s: For, r: Ranges, simplify_part: SimplifyFn | None) -> list[Stmt] | 
         return None
     lo, hi = 0, s.extent
     found = False
-    for cond in _guards(s.body):
+    lanes = {x.var: (0, x.extent - 1) for x in walk(s.body)
+             if isinstance(x, For) and x.kind == ForKind.VECTORIZED}
+    for cond, others in [(c, {}) for c in _guards(s.body)] + \
+            [(c, lanes) for c in (_conditions(s.body) if lanes else [])]:
         for term in conjuncts(cond):
-            iv = _interval(term, s.var)
+            iv = _interval(term, s.var, others)
             if iv is not None:
                 found = True
                 lo, hi = max(lo, iv[0]), min(hi, iv[1])
@@ -89,15 +92,38 @@ def _guards(s: Stmt) -> list[Expr]:
             if isinstance(sub, Select)]
 
 
-def _interval(term: Expr, v: Var) -> tuple[int, int] | None:
+def _conditions(s: Stmt) -> list[Expr]:
+    """The conditions of the ``if`` statements in ``s`` (a guarded block's predicate)."""
+    return [x.cond for x in walk(s) if isinstance(x, IfThenElse)]
+
+
+def _interval(term: Expr, v: Var, others: Ranges | None = None) -> tuple[int, int] | None:
     """[lo, hi) of ``v`` where ``term`` holds, if it compares ``k * v`` (any integer k)
-    with constants only; else None."""
+    with constants only; else None. With ``others`` (the lanes of vector loops inside
+    ``v``'s loop), a term that also holds some of them counts where it holds for every
+    value of theirs, and only such a term: the guard of a reduction split into whole
+    vectors with a tail, ``16 * j_0 + j_1 < 1001``, holds for all 16 lanes while
+    ``j_0 < 62``, so those iterations run as vectors and only the last one is guarded."""
     if not isinstance(term, BinOp) or term.op not in ("<", "<=", ">", ">="):
         return None
     lin = linear(BinOp("-", term.a, term.b, "int32"))
-    if lin is None or len(lin[0]) != 1 or v not in lin[0]:
+    if lin is None or v not in lin[0]:
+        return None
+    ranges: Ranges = others or {}
+    rest: list[tuple[Var, int]] = []
+    for key, (x, n) in lin[0].items():
+        if key is v:
+            continue
+        if not isinstance(x, Var) or x not in ranges:
+            return None
+        rest.append((x, n))
+    if bool(rest) != bool(ranges):
         return None
     k, c = lin[0][v][1], lin[1]
+    # k * v + c + (the others' terms) OP 0, for every value of the others: their largest
+    # sum where the comparison is "less", their smallest where it is "greater".
+    pick = max if term.op in ("<", "<=") else min
+    c += sum(pick(n * ranges[x][0], n * ranges[x][1]) for x, n in rest)
     # k * v + c OP 0
     op = term.op
     if k < 0:  # -k * v - c OP' 0

@@ -60,7 +60,8 @@ class PostOrderApply(SpaceGenerator):
     @staticmethod
     def default(target: Target) -> PostOrderApply:
         return PostOrderApply(
-            [AutoInline(), MultiLevelTiling(lanes=target.lanes("float32")), AddRFactor(),
+            [AutoInline(), MultiLevelTiling(lanes=target.lanes("float32")),
+             AddRFactor(lanes=target.lanes("float32")),
              RandomComputeLocation(lanes=target.lanes("float32"))],
             [ParallelVectorizeUnroll(cores=target.cores), VerifyRegisterTile.for_target(target)])
 
