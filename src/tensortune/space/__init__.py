@@ -3,6 +3,7 @@
 from .add_rfactor import AddRFactor
 from .auto_inline import AutoInline
 from .multi_level_tiling import MultiLevelTiling
+from .outer_reduction import OuterReduction
 from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 from .replay_cache import ReplayCache
@@ -10,6 +11,7 @@ from .schedule_rule import ScheduleRule
 from .space_generator import PostOrderApply, Postproc, ScheduleFn, SpaceGenerator, sample
 from .verify_register_tile import VerifyRegisterTile
 
-__all__ = ["AddRFactor", "AutoInline", "MultiLevelTiling", "ParallelVectorizeUnroll",
+__all__ = ["AddRFactor", "AutoInline", "MultiLevelTiling", "OuterReduction",
+           "ParallelVectorizeUnroll",
            "PostOrderApply", "Postproc", "RandomComputeLocation", "ReplayCache",
            "ScheduleFn", "ScheduleRule", "SpaceGenerator", "VerifyRegisterTile", "sample"]

@@ -29,6 +29,7 @@ from ..tir.stmt import PrimFunc
 from .add_rfactor import AddRFactor
 from .auto_inline import AutoInline
 from .multi_level_tiling import MultiLevelTiling
+from .outer_reduction import OuterReduction
 from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 from .replay_cache import ReplayCache
@@ -62,6 +63,7 @@ class PostOrderApply(SpaceGenerator):
         return PostOrderApply(
             [AutoInline(), MultiLevelTiling(lanes=target.lanes("float32")),
              AddRFactor(lanes=target.lanes("float32")),
+             OuterReduction(lanes=target.lanes("float32")),
              RandomComputeLocation(lanes=target.lanes("float32"))],
             [ParallelVectorizeUnroll(cores=target.cores), VerifyRegisterTile.for_target(target)])
 
