@@ -62,6 +62,10 @@ def test_draws_of_the_forked_space_are_exact(B, M, N, mean, seed):
     want = evaluate(f, x)[0]
     forked = [t for t in gen.generate(f) if "S_local" in str(sample(f, t, seed=0).func)]
     assert forked
-    s = sample(f, forked[0], seed, gen.postprocs)
-    assert s is not None
-    check_close(tt.build(s)(*[np.copy(a) for a in x]), want)
+    # A draw may be rejected (a run of 77 is no whole number of vectors: VerifyRegisterTile
+    # counts it lane by lane); some draw of the fork is not.
+    drawn = [d for d in (sample(f, forked[0], seed + k, gen.postprocs) for k in range(8))
+             if d is not None]
+    assert drawn
+    for d in drawn[:2]:
+        check_close(tt.build(d)(*[np.copy(a) for a in x]), want)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..schedule import BlockRV, Schedule
 from ..schedule.tree import writes
-from .schedule_rule import ScheduleRule, has_reuse, is_reduction, loop_kinds
+from .schedule_rule import ScheduleRule, loop_kinds, untiled_reduction
 
 # The fewest whole vectors an axis needs for the whole-vectors-and-a-tail fork.
 TAIL_MIN_VECTORS = 8
@@ -35,10 +35,10 @@ class AddRFactor(ScheduleRule):
         self.lanes = lanes
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
-        blk = sch.get(block)
-        kinds = loop_kinds(sch, block)
-        if not is_reduction(blk) or has_reuse(blk) or not kinds or kinds[-1][1] != "R":
+        found = untiled_reduction(sch, block)
+        if found is None:
             return [sch]
+        blk, kinds = found
         inner = kinds[-1][0]
         if sch.get(inner).extent < self.min_extent:
             return [sch]

@@ -34,7 +34,7 @@ from ..tir.arith import affine
 from ..tir.expr import BufferLoad, Var
 from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Block, BufferStore
-from .schedule_rule import ScheduleRule, has_reuse, is_reduction, loop_kinds
+from .schedule_rule import ScheduleRule, loop_kinds, untiled_reduction
 
 # The widest run of the output held in registers: 128 floats are 8 AVX-512 vectors.
 MAX_RUN = 128
@@ -46,10 +46,10 @@ class OuterReduction(ScheduleRule):
         self.max_run = max_run
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
-        blk = sch.get(block)
-        kinds = loop_kinds(sch, block)
-        if not is_reduction(blk) or has_reuse(blk) or not kinds or kinds[-1][1] != "R":
+        found = untiled_reduction(sch, block)
+        if found is None:
             return [sch]
+        blk, kinds = found
         axis = _contiguous_axis(blk)
         if axis is None:
             return [sch]

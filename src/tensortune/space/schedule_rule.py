@@ -47,6 +47,18 @@ def is_reduction(blk: Block) -> bool:
     return blk.init is not None and blk.is_reduction
 
 
+def untiled_reduction(sch: Schedule, block: BlockRV
+                      ) -> tuple[Block, list[tuple[LoopRV, str]]] | None:
+    """The block and its loops (``loop_kinds``) when it is a reduction that
+    MultiLevelTiling leaves alone (no reuse) with a reduction loop innermost: what
+    AddRFactor and OuterReduction fork; else None."""
+    blk: Block = sch.get(block)
+    kinds = loop_kinds(sch, block)
+    if not is_reduction(blk) or has_reuse(blk) or not kinds or kinds[-1][1] != "R":
+        return None
+    return blk, kinds
+
+
 def has_reuse(blk: Block) -> bool:
     """A reduction where some input is read without every spatial axis: each element is
     used many times (matmul, conv), so tiling pays."""
