@@ -9,9 +9,11 @@ from .random_compute_location import RandomComputeLocation
 from .replay_cache import ReplayCache
 from .schedule_rule import ScheduleRule
 from .space_generator import PostOrderApply, Postproc, ScheduleFn, SpaceGenerator, sample
+from .tiled_transpose import TiledTranspose
 from .verify_register_tile import VerifyRegisterTile
 
 __all__ = ["AddRFactor", "AutoInline", "MultiLevelTiling", "OuterReduction",
            "ParallelVectorizeUnroll",
            "PostOrderApply", "Postproc", "RandomComputeLocation", "ReplayCache",
-           "ScheduleFn", "ScheduleRule", "SpaceGenerator", "VerifyRegisterTile", "sample"]
+           "ScheduleFn", "ScheduleRule", "SpaceGenerator", "TiledTranspose", "VerifyRegisterTile",
+           "sample"]

@@ -34,6 +34,7 @@ from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 from .replay_cache import ReplayCache
 from .schedule_rule import ScheduleRule, has_reuse
+from .tiled_transpose import TiledTranspose
 from .verify_register_tile import VerifyRegisterTile
 
 
@@ -64,6 +65,7 @@ class PostOrderApply(SpaceGenerator):
             [AutoInline(), MultiLevelTiling(lanes=target.lanes("float32")),
              AddRFactor(lanes=target.lanes("float32")),
              OuterReduction(lanes=target.lanes("float32")),
+             TiledTranspose(lanes=target.lanes("float32")),
              RandomComputeLocation(lanes=target.lanes("float32"))],
             [ParallelVectorizeUnroll(cores=target.cores), VerifyRegisterTile.for_target(target)])
 
