@@ -107,11 +107,12 @@ class SimdEmitter(CEmitter):
         lanes = self.target.lanes(dtype)
         plan = self._plan(s, lanes)
         tail = 0
-        if plan is None and _widths(lanes):
+        widths = _widths(lanes)
+        if plan is None and widths:
             # A row of 77 is 64 + 8 + 4 lanes and one scalar element: the loop vectorizes
             # but for the last few elements (it was all scalar: a GELU over rows of 77
             # called tanhf per element and ran 10x slower than PyTorch, RESULTS.md).
-            tail = s.extent % _widths(lanes)[-1]
+            tail = s.extent % widths[-1]
             plan = self._plan(s, lanes, s.extent - tail) if s.extent > tail else None
         if plan is None:
             return self._scalar_unroll_if_promoted(s, ind)

@@ -204,7 +204,7 @@ class Database:
         name) and each one's records in the order they were stored; a failed record's
         latency is inf. Reads two columns, not the traces, and leaves the features
         undecoded: a transfer model trains on a sample of a database that may hold tens
-        of thousands of records, and decoding all of them took 1.2 s at 47,500.
+        of thousands of records, and reading and decoding 47,500 took 1.15 s.
 
         Example:
             >>> rows = db.timings(target.fingerprint(), exclude=func.structural_hash())

@@ -36,6 +36,7 @@ from ..tir.arith import affine
 from ..tir.expr import BinOp, BufferLoad, Expr, FloatImm, IntImm, Select, Var
 from ..tir.functor import free_vars, iter_exprs, rewrite_expr
 from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Stmt, seq
+from .shared_operand import stage
 
 # The most the padded row may exceed the real one: 131 -> 144 is 1.10.
 MAX_WASTE = 1.25
@@ -105,19 +106,18 @@ def _pad_one(func: PrimFunc, name: str, lanes: int) -> PrimFunc | None:
         pads[ld.buffer] = dims[0]
     padded_out = Buffer(unique_name(func, f"{out.name}_pad"),
                         tuple(out.shape[:-1]) + (p,), out.dtype)
-    taken = {padded_out.name}
     copies: list[Stmt] = []
     new_bufs: dict[Buffer, Buffer] = {}
     for buf, d in pads.items():
-        nm = unique_name(func, f"{buf.name}_pad")
-        while nm in taken:
-            nm += "_"
-        taken.add(nm)
         shape = list(buf.shape)
         shape[d] += extra
-        nb = Buffer(nm, tuple(shape), buf.dtype)
+        nb = Buffer(unique_name(func, f"{buf.name}_pad"), tuple(shape), buf.dtype)
         new_bufs[buf] = nb
-        copies.append(_copy(nm, nb, buf, d))
+        axes = _axes(nb)
+        point = tuple(iv.var for iv in axes)
+        inside = BinOp("<", point[d], IntImm(buf.shape[d]), "bool")
+        copies.append(stage(nb.name, nb, axes, Select(inside, BufferLoad(buf, point),
+                                                      FloatImm(0.0, buf.dtype), buf.dtype)))
 
     def swap(e: Expr) -> Expr | None:
         if isinstance(e, BufferLoad) and e.buffer in new_bufs:
@@ -131,13 +131,16 @@ def _pad_one(func: PrimFunc, name: str, lanes: int) -> PrimFunc | None:
     ivs = tuple(IterVar(iv.var, p, iv.kind) if iv is lane else iv for iv in red.iter_vars)
     body: Stmt = Block(red.name, ivs, red.bindings, BufferStore(padded_out, idx, value),
                        BufferStore(padded_out, idx, init_value), None)
+    lane_loop = path[red.iter_vars.index(lane)]   # each loop binds its own variable
     for lp in reversed(path):
-        body = For(lp.var, p if lp.var is red.bindings[red.iter_vars.index(lane)]
-                   else lp.extent, body, lp.kind, lp.annotations)
-    slice_name = unique_name(func, f"{out.name}_slice")
+        body = For(lp.var, p if lp is lane_loop else lp.extent, body, lp.kind,
+                   lp.annotations)
+    axes = _axes(out)
+    cut = stage(unique_name(func, f"{out.name}_slice"), out, axes,
+                BufferLoad(padded_out, tuple(iv.var for iv in axes)))
     parts = children(func.body)
     at = root_index(func, name)
-    parts[at:at + 1] = copies + [body, _slice(slice_name, out, padded_out)]
+    parts[at:at + 1] = copies + [body, cut]
     return func.with_body(seq(parts), func.alloc_buffers + tuple(new_bufs.values())
                           + (padded_out,))
 
@@ -146,25 +149,6 @@ def _loads(e: Expr) -> list[BufferLoad]:
     return [x for x in iter_exprs(e) if isinstance(x, BufferLoad)]
 
 
-def _copy(name: str, dst: Buffer, src: Buffer, dim: int) -> Stmt:
-    """``dst[...] = src[...]`` where dimension ``dim`` is within ``src``, else 0."""
-    loops = [Var(f"{name}_i{d}") for d in range(len(dst.shape))]
-    ivs = tuple(IterVar(Var(f"v{d}"), n, "S") for d, n in enumerate(dst.shape))
-    at = tuple(iv.var for iv in ivs)
-    inside = BinOp("<", ivs[dim].var, IntImm(src.shape[dim]), "bool")
-    value = Select(inside, BufferLoad(src, at), FloatImm(0.0, src.dtype), src.dtype)
-    stmt: Stmt = Block(name, ivs, tuple(loops), BufferStore(dst, at, value))
-    for lv, n in zip(reversed(loops), reversed(dst.shape)):
-        stmt = For(lv, n, stmt)
-    return stmt
-
-
-def _slice(name: str, dst: Buffer, src: Buffer) -> Stmt:
-    """``dst[...] = src[...]`` over ``dst``'s shape."""
-    loops = [Var(f"ax{d}") for d in range(len(dst.shape))]
-    ivs = tuple(IterVar(Var(f"v{d}"), n, "S") for d, n in enumerate(dst.shape))
-    at = tuple(iv.var for iv in ivs)
-    stmt: Stmt = Block(name, ivs, tuple(loops), BufferStore(dst, at, BufferLoad(src, at)))
-    for lv, n in zip(reversed(loops), reversed(dst.shape)):
-        stmt = For(lv, n, stmt)
-    return stmt
+def _axes(buf: Buffer) -> list[IterVar]:
+    """One spatial axis per dimension of ``buf``, for a stage over its whole shape."""
+    return [IterVar(Var(f"a{d}"), n, "S") for d, n in enumerate(buf.shape)]

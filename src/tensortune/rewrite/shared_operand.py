@@ -117,7 +117,7 @@ def _computes(blk: Block, term: Expr, axes: list[IterVar]) -> bool:
                for x in iter_exprs(blk.body.value))
 
 
-def _stage(name: str, buf: Buffer, axes: list[IterVar], term: Expr) -> Stmt:
+def stage(name: str, buf: Buffer, axes: list[IterVar], term: Expr) -> Stmt:
     """A fresh loop nest computing ``buf[axes] = term`` as one element-wise block."""
     loops = [Var(iv.var.name.lstrip("v") or "i") for iv in axes]
     ivs = tuple(IterVar(Var("v" + iv.var.name.lstrip("v")), iv.extent, "S") for iv in axes)
@@ -175,7 +175,7 @@ def _rewrite_one(func: PrimFunc) -> PrimFunc | None:
             return None
         body = rewrite_stmt(func.body, stmt_fn=fn)
         parts = children(body)
-        parts.insert(root_index(func, red.name), _stage(name, buf, axes, term))
+        parts.insert(root_index(func, red.name), stage(name, buf, axes, term))
         return func.with_body(seq(parts), func.alloc_buffers + (buf,))
     return None
 

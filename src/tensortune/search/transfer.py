@@ -34,9 +34,10 @@ from ..database import Database
 # bundled prior ranks a new run's first candidates.
 MIN_ROWS = 32
 # The most it trains on. Training runs before a run's first draw, once per task of a
-# whole model, and grows with the rows: 47,500 rows of twenty workloads took 4.0 s, the
-# suite's 3,462 0.21 s (RESULTS.md). Each workload keeps an equal share, at least
-# ``MIN_SHARE``, so one tuned for thousands of trials does not crowd out the rest.
+# whole model, and grows with the rows: reading and training on 47,500 rows of twenty
+# workloads took 3.55 s, on the suite's 3,462 0.27 s (RESULTS.md). Each workload keeps
+# an equal share, at least ``MIN_SHARE``, so one tuned for thousands of trials does not
+# crowd out the rest.
 MAX_ROWS = 8192
 MIN_SHARE = 256
 

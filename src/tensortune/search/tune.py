@@ -156,15 +156,16 @@ class TuningTask:
         # The work counted is the smaller form's: a rewrite that skips a dilated input's
         # zeros (T2D) counts only what is left, one that pads a row to whole vectors
         # does not count the padding.
-        written = flop_count(func)
+        self.flops = flop_count(func)
         gen = _space(space, target)
         # A template names the blocks and loops of the function it was written for, so
         # that function is what it schedules.
         if rewrite and not isinstance(gen, ScheduleFn):
-            func = _rewritten(func, self.ins, self.expected, target)
+            new = _rewritten(func, self.ins, self.expected, target)
+            if new is not func:
+                func, self.flops = new, min(self.flops, flop_count(new))
         self.func = func
         self.workload = wl = func.structural_hash()
-        self.flops = min(written, flop_count(func))
         db.add_workload(wl, name or func.name, func_str(func), self.flops)
         self.fingerprint = fp = target.fingerprint()
         stored = db.records(wl, fp)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..schedule import BlockRV, Schedule
 from ..schedule.tree import writes
-from .schedule_rule import ScheduleRule, loop_kinds, untiled_reduction
+from .schedule_rule import ScheduleRule, untiled_reduction
 
 # The fewest whole vectors an axis needs for the whole-vectors-and-a-tail fork.
 TAIL_MIN_VECTORS = 8
@@ -40,30 +40,25 @@ class AddRFactor(ScheduleRule):
             return [sch]
         blk, kinds = found
         inner = kinds[-1][0]
-        if sch.get(inner).extent < self.min_extent:
-            return [sch]
         extent = sch.get(inner).extent
+        if extent < self.min_extent:
+            return [sch]
         ndim = len(next(iter(writes(blk))).shape)
-        out = [sch]
-        forked = sch.copy()
-        try:
-            f = forked.sample_perfect_tile(inner, n=2,
-                                           max_innermost_factor=self.max_innermost_factor)
-            _, ri = forked.split(inner, f)
-            # The partial axis goes last: the vectorized loop then stores contiguously.
-            forked.rfactor(ri, ndim)
-            out.append(forked)
-        except ScheduleError:
-            pass
+
+        def rfactored(factors) -> Schedule | None:
+            forked = sch.copy()   # it keeps this schedule's loop handles
+            try:
+                _, ri = forked.split(inner, factors(forked))
+                # The partial axis goes last: the vectorized loop then stores contiguously.
+                forked.rfactor(ri, ndim)
+            except ScheduleError:
+                return None
+            return forked
+
+        forks = [rfactored(lambda f: f.sample_perfect_tile(
+            inner, n=2, max_innermost_factor=self.max_innermost_factor))]
         if extent >= TAIL_MIN_VECTORS * self.lanes and not any(
                 extent % d == 0
                 for d in range(self.lanes, self.max_innermost_factor + 1, self.lanes)):
-            tail = sch.copy()
-            try:
-                inner_t = loop_kinds(tail, tail.get_block(blk.name))[-1][0]
-                _, ri = tail.split(inner_t, [None, self.lanes])
-                tail.rfactor(ri, ndim)
-                out.append(tail)
-            except ScheduleError:
-                pass
-        return out
+            forks.append(rfactored(lambda f: [None, self.lanes]))
+        return [sch] + [f for f in forks if f is not None]

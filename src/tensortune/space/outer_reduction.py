@@ -34,7 +34,7 @@ from ..tir.arith import affine
 from ..tir.expr import BufferLoad, Var
 from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Block, BufferStore
-from .schedule_rule import ScheduleRule, loop_kinds, untiled_reduction
+from .schedule_rule import ScheduleRule, loop_binding, loop_kinds, untiled_reduction
 
 # The widest run of the output held in registers: 128 floats are 8 AVX-512 vectors.
 MAX_RUN = 128
@@ -53,33 +53,24 @@ class OuterReduction(ScheduleRule):
         axis = _contiguous_axis(blk)
         if axis is None:
             return [sch]
-        bound = _binding(blk, axis)
-        loop = next((lp for lp, k in kinds if k == "S" and bound is sch.get(lp).var), None)
+        loop = loop_binding(sch, kinds, blk, axis)
         if loop is None or sch.get(loop).extent < self.lanes:
             return [sch]
-        forked = sch.copy()
+        loops = [lp for lp, _ in kinds]
+        at = loops.index(loop)
+        forked = sch.copy()   # it keeps this schedule's block and loop handles
         try:
-            b = forked.get_block(blk.name)
-            loops = [lp for lp, _ in loop_kinds(forked, b)]
-            var = sch.get(loop).var   # the forked copy shares the (immutable) IR
-            at = next(k for k, lp in enumerate(loops) if forked.get(lp).var is var)
-            f = forked.sample_perfect_tile(loops[at], n=2, max_innermost_factor=self.max_run,
+            f = forked.sample_perfect_tile(loop, n=2, max_innermost_factor=self.max_run,
                                            multiple=self.lanes)
-            outer, inner = forked.split(loops[at], f)
-            order = loops[:at] + [outer] + loops[at + 1:] + [inner]
-            forked.reorder(*order)
-            acc = forked.cache_write(b, 0, "local")
+            outer, inner = forked.split(loop, f)
+            forked.reorder(*loops[:at], outer, *loops[at + 1:], inner)
+            acc = forked.cache_write(block, 0, "local")
             forked.reverse_compute_at(acc, outer)
-            b = forked.get_block(blk.name)
-            first_r = next(lp for lp, k in loop_kinds(forked, b) if k == "R")
-            forked.decompose_reduction(b, first_r)
+            first_r = next(lp for lp, k in loop_kinds(forked, block) if k == "R")
+            forked.decompose_reduction(block, first_r)
         except ScheduleError:
             return [sch]
         return [sch, forked]
-
-
-def _binding(blk: Block, v: Var):
-    return next(b for iv, b in zip(blk.iter_vars, blk.bindings) if iv.var is v)
 
 
 def _contiguous_axis(blk: Block) -> Var | None:

@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 from ..schedule import BlockRV, LoopRV, Schedule
-from ..tir.expr import BufferLoad, Select
+from ..tir.expr import BufferLoad, Select, Var
 from ..tir.functor import free_vars, iter_exprs, stores_in
 from ..tir.stmt import Block, BufferStore
 
@@ -57,6 +57,14 @@ def untiled_reduction(sch: Schedule, block: BlockRV
     if not is_reduction(blk) or has_reuse(blk) or not kinds or kinds[-1][1] != "R":
         return None
     return blk, kinds
+
+
+def loop_binding(sch: Schedule, kinds: list[tuple[LoopRV, str]], blk: Block, v: Var
+                 ) -> LoopRV | None:
+    """The loop of ``kinds`` (``blk``'s loops) that iteration variable ``v`` is bound to
+    directly, or None when its binding is anything else."""
+    bound = next(b for iv, b in zip(blk.iter_vars, blk.bindings) if iv.var is v)
+    return next((lp for lp, _ in kinds if sch.get(lp).var is bound), None)
 
 
 def has_reuse(blk: Block) -> bool:

@@ -30,7 +30,7 @@ from ..schedule import BlockRV, Schedule
 from ..tir.expr import BufferLoad, Var
 from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Block, BufferStore
-from .schedule_rule import ScheduleRule, loop_kinds
+from .schedule_rule import ScheduleRule, loop_binding, loop_kinds
 
 
 class TiledTranspose(ScheduleRule):
@@ -42,24 +42,20 @@ class TiledTranspose(ScheduleRule):
         pair = _crossed_axes(blk)
         if pair is None:
             return [sch]
-        bound = dict(zip((iv.var for iv in blk.iter_vars), blk.bindings))
-        loops = [lp for lp, _ in loop_kinds(sch, block)]
-        names = [sch.get(lp).var for lp in loops]
-        found = [next((k for k, lv in enumerate(names) if bound[v] is lv), -1) for v in pair]
-        if min(found) < 0:
+        kinds = loop_kinds(sch, block)
+        out_lp, in_lp = (loop_binding(sch, kinds, blk, v) for v in pair)
+        if out_lp is None or in_lp is None or any(
+                sch.get(lp).extent % self.lanes or sch.get(lp).extent < 2 * self.lanes
+                for lp in (out_lp, in_lp)):
             return [sch]
-        pos: list[int] = found
-        if any(sch.get(loops[k]).extent % self.lanes or
-               sch.get(loops[k]).extent < 2 * self.lanes for k in pos):
-            return [sch]
-        forked = sch.copy()
+        order = [lp for lp, _ in kinds]
+        lo, hi = sorted((out_lp, in_lp), key=order.index)
+        forked = sch.copy()   # it keeps this schedule's loop handles
         try:
-            fl = [lp for lp, _ in loop_kinds(forked, forked.get_block(blk.name))]
-            lo, hi = sorted(pos)
             # Split the inner one first: splitting the outer one leaves it in place.
-            hi_o, hi_i = forked.split(fl[hi], [None, self.lanes])
-            lo_o, lo_i = forked.split(fl[lo], [None, self.lanes])
-            out_i, in_i = (lo_i, hi_i) if pos[0] == lo else (hi_i, lo_i)
+            hi_o, hi_i = forked.split(hi, [None, self.lanes])
+            lo_o, lo_i = forked.split(lo, [None, self.lanes])
+            out_i, in_i = (lo_i, hi_i) if out_lp is lo else (hi_i, lo_i)
             # The outer loop of the two first, then the block's loops, the output's row
             # (the lanes) innermost.
             forked.reorder(lo_o, hi_o, in_i, out_i)
