@@ -2,6 +2,11 @@
 the plain reduction and one whose innermost reduction loop is split (sampled) and turned
 into a spatial axis of partial results by rfactor, which can then be vectorized.
 
+A reduction with too few outputs to share among the cores (a whole-array sum) also forks
+a space of partial results per core: the reduction loop split into a parallel part, a
+serial part and a vector run, rfactored twice (per part, then per lane), the per-lane
+partials accumulated in a local tile.
+
 Example:
     >>> AddRFactor().apply(sch, sch.get_block("sumsq"))     # [plain, rfactored]
 """
@@ -9,7 +14,7 @@ Example:
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from ..schedule import BlockRV, Schedule
+from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.tree import writes
 from .schedule_rule import ScheduleRule, untiled_reduction
 
@@ -29,10 +34,11 @@ class AddRFactor(ScheduleRule):
     length."""
 
     def __init__(self, max_innermost_factor: int = 64, min_extent: int = 32,
-                 lanes: int = 16) -> None:
+                 lanes: int = 16, cores: int = 1) -> None:
         self.max_innermost_factor = max_innermost_factor
         self.min_extent = min_extent
         self.lanes = lanes
+        self.cores = cores
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         found = untiled_reduction(sch, block)
@@ -61,4 +67,38 @@ class AddRFactor(ScheduleRule):
                 extent % d == 0
                 for d in range(self.lanes, self.max_innermost_factor + 1, self.lanes)):
             forks.append(rfactored(lambda f: [None, self.lanes]))
+        spatial = 1
+        for lp, kind in kinds:
+            if kind == "S":
+                spatial *= sch.get(lp).extent
+        if spatial < 2 * self.cores:
+            forks.append(self._per_core(sch, block, inner, extent, ndim))
         return [sch] + [f for f in forks if f is not None]
+
+    def _per_core(self, sch: Schedule, block: BlockRV, inner: LoopRV, extent: int,
+                  ndim: int) -> Schedule | None:
+        """The fork of partial results per core: ``inner`` split into [parts, serial,
+        run]; rfactor over the parts, then over the run of the parts' partials, whose
+        loops are then (spatial, parts, serial, run): PVU runs the parts in parallel and
+        vectorizes the run. A whole-array sum of 2^20 floats ran on one core, 0.77x
+        PyTorch; by hand, this shape 29 us against PyTorch's 33 (RESULTS.md)."""
+        parts = [self.cores * j for j in (1, 4, 16)
+                 if extent % (self.cores * j * self.lanes) == 0]
+        if not parts:
+            return None
+        forked = sch.copy()
+        try:
+            p = forked.sample_categorical(parts, [1.0 / len(parts)] * len(parts))
+            outer, rest = forked.split(inner, [p, None])
+            serial, run = forked.split(rest, forked.sample_perfect_tile(
+                rest, n=2, max_innermost_factor=self.max_innermost_factor,
+                multiple=self.lanes))
+            per_part = forked.rfactor(outer, 0)
+            per_lane = forked.rfactor(forked.get_loops(per_part)[-1], ndim + 1)
+            part_loop, serial_loop = forked.get_loops(per_lane)[-3:-1]
+            acc = forked.cache_write(per_lane, 0, "local")
+            forked.reverse_compute_at(acc, part_loop)
+            forked.decompose_reduction(per_lane, serial_loop)
+        except ScheduleError:
+            return None
+        return forked

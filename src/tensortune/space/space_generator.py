@@ -63,7 +63,7 @@ class PostOrderApply(SpaceGenerator):
     def default(target: Target) -> PostOrderApply:
         return PostOrderApply(
             [AutoInline(), MultiLevelTiling(lanes=target.lanes("float32")),
-             AddRFactor(lanes=target.lanes("float32")),
+             AddRFactor(lanes=target.lanes("float32"), cores=target.cores),
              OuterReduction(lanes=target.lanes("float32")),
              TiledTranspose(lanes=target.lanes("float32")),
              RandomComputeLocation(lanes=target.lanes("float32"))],
