@@ -69,7 +69,10 @@ def loop_binding(sch: Schedule, kinds: list[tuple[LoopRV, str]], blk: Block, v: 
 
 def has_reuse(blk: Block) -> bool:
     """A reduction where some input is read without every spatial axis: each element is
-    used many times (matmul, conv), so tiling pays."""
+    used many times (matmul, conv), so tiling pays. Not when its largest input is read
+    once per element (a matrix-vector product): memory bounds it, and it is scheduled as
+    a reduction without reuse, its largest input read in order (RESULTS.md, "Reductions
+    bound by one input read once")."""
     if not is_reduction(blk):
         return False
     spatial = {iv.var for iv in blk.iter_vars if iv.kind == "S"}
@@ -78,8 +81,26 @@ def has_reuse(blk: Block) -> bool:
              and x.buffer not in own]
     if len(loads) < 2:
         return False
+    if read_once(blk, max(loads, key=lambda ld: _elements(ld.buffer.shape))):
+        return False
     return any(not spatial <= set().union(*[free_vars(i) for i in ld.indices])
                for ld in loads)
+
+
+def read_once(blk: Block, ld: BufferLoad) -> bool:
+    """Whether ``ld`` reads each element once over ``blk``'s iteration domain: its
+    indices are distinct iteration variables, which together are all of the block's
+    axes longer than one."""
+    axes = {iv.var for iv in blk.iter_vars if iv.extent > 1}
+    ix = [i for i in ld.indices if isinstance(i, Var)]
+    return len(ix) == len(ld.indices) and len(set(ix)) == len(ix) and axes <= set(ix)
+
+
+def _elements(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def is_elementwise(blk: Block) -> bool:
