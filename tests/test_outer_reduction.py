@@ -69,3 +69,51 @@ def test_draws_of_the_forked_space_are_exact(B, M, N, mean, seed):
     assert drawn
     for d in drawn[:2]:
         check_close(tt.build(d)(*[np.copy(a) for a in x]), want)
+
+
+def _vecmat(K: int, N: int):
+    x = te.placeholder((K,), name="x")
+    A = te.placeholder((K, N), name="A")
+    k = te.reduce_axis(K, name="k")
+    y = te.compute((N,), lambda j: te.sum(x[k] * A[k, j], axis=k), name="y")
+    return te.create_func([x, A, y], name="vecmat")
+
+
+def test_rows_of_a_page_or_longer_also_fork_parts_that_read_the_rows_in_order():
+    """A vector-matrix product over 1024 columns (4 KiB rows): a third space, one partial
+    output row per part of the reduction, the part loop outermost and the row's columns
+    innermost; none for rows of 512 columns, or on one core."""
+    def spaces(K: int, N: int, cores: int) -> list:
+        sch = tt.Schedule(_vecmat(K, N))
+        return OuterReduction(lanes=LANES, cores=cores).apply(sch, sch.get_block("y"))
+
+    got = spaces(64, 1024, 2)
+    assert len(got) == 3
+    text = str(got[2].func)
+    assert 'block("y_rf_init"' in text
+    # The part loop, then the reduction loop, then the row's columns.
+    assert text.index("for k_0 in range(") < text.index("for k_1 in range(") < \
+        text.index("for j in range(1024)")
+    assert len(spaces(64, 512, 2)) == 2 and len(spaces(64, 1024, 1)) == 2
+    # A reduction that no number of parts per core divides: no third space.
+    assert len(spaces(63, 1024, 2)) == 2
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(K=st.integers(1, 24), N=st.integers(1024, 1100), seed=st.integers(0, 1000))
+def test_draws_of_the_rows_in_order_space_are_exact(K, N, seed):
+    f = _vecmat(2 * K, N)
+    gen = PostOrderApply.default(TARGET)
+    x = random_inputs(f, seed=seed)
+    want = evaluate(f, x)[0]
+    spaces = [t for t in gen.generate(f) if "y_rf_init" in str(sample(f, t, seed=0).func)]
+    if TARGET.cores < 2:
+        assert not spaces
+        return
+    assert spaces
+    for k in range(2):
+        d = sample(f, spaces[0], seed + k, gen.postprocs)
+        assert d is not None
+        # The parts' partials stay at the root, where the parts run in parallel.
+        assert "for k_0 in parallel(" in str(d.func)
+        check_close(tt.build(d)(*[np.copy(a) for a in x]), want)

@@ -60,13 +60,20 @@ class RandomComputeLocation(ScheduleRule):
 
     @staticmethod
     def _partials(sch: Schedule, block: BlockRV) -> list[BlockRV]:
-        """Reduction producers read by ``block`` alone (rfactor's partial results)."""
+        """Reduction producers read by ``block`` alone (rfactor's partial results), except
+        partials per part of the reduction (its first axis, which ``block`` reduces over):
+        those run the parts in parallel at the root (AddRFactor's and OuterReduction's
+        forks of parts), and in ``block``'s loops they would run part by part."""
+        cons = sch.get(block)
+        red = {iv.var for iv in cons.iter_vars if iv.kind == "R"}
         out = []
         for p in sch.get_producers(block):
             pb = sch.get(p)
             bufs = writes(pb)
             if pb.is_reduction and all(b in sch.func.alloc_buffers for b in bufs) and \
-                    all(len(readers(sch.func, b)) == 1 for b in bufs):
+                    all(len(readers(sch.func, b)) == 1 for b in bufs) and \
+                    not any(ld.indices and free_vars(ld.indices[0]) & red
+                            for b in bufs for ld in loads_of(cons, b)):
                 out.append(p)
         return out
 

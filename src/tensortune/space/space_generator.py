@@ -64,7 +64,7 @@ class PostOrderApply(SpaceGenerator):
         return PostOrderApply(
             [AutoInline(), MultiLevelTiling(lanes=target.lanes("float32")),
              AddRFactor(lanes=target.lanes("float32"), cores=target.cores),
-             OuterReduction(lanes=target.lanes("float32")),
+             OuterReduction(lanes=target.lanes("float32"), cores=target.cores),
              TiledTranspose(lanes=target.lanes("float32")),
              RandomComputeLocation(lanes=target.lanes("float32"))],
             [ParallelVectorizeUnroll(cores=target.cores), VerifyRegisterTile.for_target(target)])
