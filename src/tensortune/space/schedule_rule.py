@@ -81,7 +81,7 @@ def has_reuse(blk: Block) -> bool:
              and x.buffer not in own]
     if len(loads) < 2:
         return False
-    if read_once(blk, max(loads, key=lambda ld: _elements(ld.buffer.shape))):
+    if read_once(blk, max(loads, key=lambda ld: ld.buffer.size)):
         return False
     return any(not spatial <= set().union(*[free_vars(i) for i in ld.indices])
                for ld in loads)
@@ -94,13 +94,6 @@ def read_once(blk: Block, ld: BufferLoad) -> bool:
     axes = {iv.var for iv in blk.iter_vars if iv.extent > 1}
     ix = [i for i in ld.indices if isinstance(i, Var)]
     return len(ix) == len(ld.indices) and len(set(ix)) == len(ix) and axes <= set(ix)
-
-
-def _elements(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 def is_elementwise(blk: Block) -> bool:
