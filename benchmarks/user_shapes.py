@@ -163,6 +163,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        sys.exit("user_shapes.py compares with PyTorch: pip install torch==2.13.0")
     target = tt.Target.host()
     print(f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {target}")
     print(setup_torch(target.cores))
