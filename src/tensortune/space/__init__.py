@@ -2,6 +2,7 @@
 
 from .add_rfactor import AddRFactor
 from .auto_inline import AutoInline
+from .low_reuse_dot import LowReuseDot
 from .multi_level_tiling import MultiLevelTiling
 from .outer_reduction import OuterReduction
 from .parallel_vectorize_unroll import ParallelVectorizeUnroll
@@ -12,7 +13,7 @@ from .space_generator import PostOrderApply, Postproc, ScheduleFn, SpaceGenerato
 from .tiled_transpose import TiledTranspose
 from .verify_register_tile import VerifyRegisterTile
 
-__all__ = ["AddRFactor", "AutoInline", "MultiLevelTiling", "OuterReduction",
+__all__ = ["AddRFactor", "AutoInline", "LowReuseDot", "MultiLevelTiling", "OuterReduction",
            "ParallelVectorizeUnroll",
            "PostOrderApply", "Postproc", "RandomComputeLocation", "ReplayCache",
            "ScheduleFn", "ScheduleRule", "SpaceGenerator", "TiledTranspose", "VerifyRegisterTile",

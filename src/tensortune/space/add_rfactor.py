@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
-from ..schedule.tree import writes
+from ..schedule.tree import writers, writes
+from ..tir.expr import BufferLoad
+from ..tir.functor import iter_exprs
+from ..tir.stmt import Block, BufferStore
 from .schedule_rule import ScheduleRule, untiled_reduction
 
 # The fewest whole vectors an axis needs for the whole-vectors-and-a-tail fork.
@@ -45,6 +48,8 @@ class AddRFactor(ScheduleRule):
         if found is None:
             return [sch]
         blk, kinds = found
+        if _sums_partials(sch, blk):
+            return [sch]
         inner = kinds[-1][0]
         extent = sch.get(inner).extent
         if extent < self.min_extent:
@@ -102,3 +107,27 @@ class AddRFactor(ScheduleRule):
         except ScheduleError:
             return None
         return forked
+
+
+def _sums_partials(sch: Schedule, blk: Block) -> bool:
+    """Whether ``blk`` reads only the partial results of other reductions, directly or
+    through a cache's write-back (the lane sum LowReuseDot's fork leaves): a run of at
+    most a few vectors, which more partials would only make longer to sum."""
+    def inputs(b: Block) -> set:
+        if not isinstance(b.body, BufferStore):
+            return set()
+        own = writes(b)
+        return {x.buffer for x in iter_exprs(b.body.value)
+                if isinstance(x, BufferLoad) and x.buffer not in own}
+
+    def partial(buf, depth: int = 0) -> bool:
+        if buf not in sch.func.alloc_buffers:
+            return False
+        ws = writers(sch.func, buf)
+        # A reduction, its decomposed init (reads nothing), or a write-back of one.
+        return bool(ws) and all(
+            w.is_reduction or not (ins := inputs(w)) or
+            (depth == 0 and len(ins) == 1 and partial(next(iter(ins)), 1)) for w in ws)
+
+    ins = inputs(blk)
+    return bool(ins) and all(partial(b) for b in ins)

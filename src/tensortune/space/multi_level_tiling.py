@@ -28,6 +28,7 @@ from ..tir.expr import Var
 from ..tir.functor import free_vars
 from ..tir.stmt import Block, Buffer
 from .layout import LayoutChoice, layout_choices, long_rows, pack_map, set_aliased, strip_map
+from .low_reuse_dot import LowReuseDot
 from .schedule_rule import ScheduleRule, has_reuse, is_elementwise, loop_kinds
 
 
@@ -53,6 +54,9 @@ class MultiLevelTiling(ScheduleRule):
         kinds = loop_kinds(sch, block)
         if not has_reuse(blk) or any(k == "X" for _, k in kinds):
             return [sch]
+        # A block whose largest input is reused a few times also gets dot products along
+        # that input (space/low_reuse_dot.py), forked from the untiled schedule.
+        dots = LowReuseDot(lanes=self.lanes).apply(sch, block)[1:]
         loop_of = {}
         for lp, _ in kinds:
             var = sch.get(lp).var
@@ -71,7 +75,7 @@ class MultiLevelTiling(ScheduleRule):
             except ScheduleError:
                 continue
             out.append(forked)
-        return out or [sch]
+        return (out or [sch]) + dots
 
     def _order_pack(self, sch: Schedule, pack: BlockRV, dim: int, skip: int = 0) -> None:
         """Walk a packed copy in the order of its destination: the loop over ``dim`` (the
