@@ -1,5 +1,6 @@
 """Shapes beyond the suite that users bring (reductions over other axes, matrix-vector
-products, transposes, rows that are not whole vectors, pooling), each tuned and timed
+products, a dense layer over a few rows, transposes, rows that are not whole vectors,
+pooling), each tuned and timed
 against PyTorch CPU in the same alternating rounds, its result checked against
 PyTorch's.
 
@@ -139,6 +140,9 @@ def _cases() -> dict[str, Case]:
                    lambda t: t[0] @ t[1]),
         "dense1": ("dense + bias + ReLU, 1 x 768 -> 3072",
                    lambda: tt.workloads.get("dense", M=1),
+                   lambda t: torch.relu(t[0] @ t[1].T + t[2])),
+        "dense4": ("dense + bias + ReLU, 4 x 768 -> 3072",
+                   lambda: tt.workloads.get("dense", M=4),
                    lambda t: torch.relu(t[0] @ t[1].T + t[2])),
         "decode": ("attention scores of one query, 12 heads x 1024 x 64",
                    lambda: decode_scores(12, 1024, 64),
