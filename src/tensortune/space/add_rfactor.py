@@ -18,7 +18,7 @@ from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.tree import writers, writes
 from ..tir.expr import BufferLoad
 from ..tir.functor import iter_exprs
-from ..tir.stmt import Block, BufferStore
+from ..tir.stmt import Block, Buffer, BufferStore
 from .schedule_rule import ScheduleRule, untiled_reduction
 
 # The fewest whole vectors an axis needs for the whole-vectors-and-a-tail fork.
@@ -113,14 +113,14 @@ def _sums_partials(sch: Schedule, blk: Block) -> bool:
     """Whether ``blk`` reads only the partial results of other reductions, directly or
     through a cache's write-back (the lane sum LowReuseDot's fork leaves): a run of at
     most a few vectors, which more partials would only make longer to sum."""
-    def inputs(b: Block) -> set:
+    def inputs(b: Block) -> set[Buffer]:
         if not isinstance(b.body, BufferStore):
             return set()
         own = writes(b)
         return {x.buffer for x in iter_exprs(b.body.value)
                 if isinstance(x, BufferLoad) and x.buffer not in own}
 
-    def partial(buf, depth: int = 0) -> bool:
+    def partial(buf: Buffer, depth: int = 0) -> bool:
         if buf not in sch.func.alloc_buffers:
             return False
         ws = writers(sch.func, buf)

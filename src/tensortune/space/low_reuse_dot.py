@@ -1,6 +1,6 @@
 """LowReuseDot: a reduction whose largest input is reused only a few times (a dense layer
 over 2-8 rows) forks a space of dot products along that input's contiguous reduction
-axis, before MultiLevelTiling tiles it.
+axis, beside MultiLevelTiling's tiles (MultiLevelTiling calls it on the untiled block).
 
 ``C[i, j] = sum_k X[i, k] W[j, k]`` with 4 rows of ``X`` reads each row of ``W`` four
 times. MultiLevelTiling puts ``j`` in the lanes, which needs ``W`` packed, for four uses
@@ -72,7 +72,7 @@ class LowReuseDot(ScheduleRule):
         forked = sch.copy()   # it keeps this schedule's loop handles
         try:
             ndim = len(next(iter(writes(blk))).shape)
-            outer, run = forked.split(loops[-1], forked.sample_perfect_tile(
+            _, run = forked.split(loops[-1], forked.sample_perfect_tile(
                 loops[-1], n=2, max_innermost_factor=self.max_run, multiple=self.lanes))
             part = forked.rfactor(run, ndim)
             rl = forked.get_loops(part)
@@ -109,11 +109,9 @@ def _dot_axes(blk: Block) -> tuple[Var, list[Var]] | None:
         return None
     big = max(loads, key=lambda ld: ld.buffer.size)
     kinds = {iv.var: iv.kind for iv in blk.iter_vars}
-    ix = big.indices
-    if not ix or not all(isinstance(i, Var) and i in kinds for i in ix) or \
-            kinds[ix[-1]] != "R":   # type: ignore[index]
+    ix = [i for i in big.indices if isinstance(i, Var) and i in kinds]
+    if not ix or len(ix) != len(big.indices) or kinds[ix[-1]] != "R":
         return None
-    used = set(ix)
-    reused = [iv.var for iv in blk.iter_vars if iv.kind == "S" and iv.var not in used
+    reused = [iv.var for iv in blk.iter_vars if iv.kind == "S" and iv.var not in set(ix)
               and iv.extent > 1]
-    return ix[-1], reused   # type: ignore[return-value]
+    return ix[-1], reused

@@ -48,6 +48,7 @@ class MultiLevelTiling(ScheduleRule):
         self.fuse_epilogue = fuse_epilogue
         self.lanes = lanes
         self.max_tile_factor = max_tile_factor
+        self.low_reuse = LowReuseDot(lanes=lanes)
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         blk = sch.get(block)
@@ -56,7 +57,7 @@ class MultiLevelTiling(ScheduleRule):
             return [sch]
         # A block whose largest input is reused a few times also gets dot products along
         # that input (space/low_reuse_dot.py), forked from the untiled schedule.
-        dots = LowReuseDot(lanes=self.lanes).apply(sch, block)[1:]
+        dots = self.low_reuse.apply(sch, block)[1:]
         loop_of = {}
         for lp, _ in kinds:
             var = sch.get(lp).var
