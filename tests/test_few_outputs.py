@@ -4,6 +4,7 @@ reduction's partial results are placed among its loops (RandomComputeLocation). 
 both are exact on random shapes."""
 
 import numpy as np
+from drawing import exact_draws
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -67,15 +68,9 @@ def test_the_fork_needs_few_outputs_and_an_extent_of_whole_vectors_per_part():
 def test_draws_of_the_per_core_space_are_exact(rows, vectors, seed):
     f = _total(rows, 2 * vectors * LANES)
     gen = PostOrderApply.default(TARGET)
-    x = random_inputs(f, seed=seed)
-    want = evaluate(f, x)[0]
     forked = [t for t in gen.generate(f) if "S_rf_rf_local" in str(sample(f, t, seed=0).func)]
     assert forked
-    drawn = [d for d in (sample(f, forked[0], seed + k, gen.postprocs) for k in range(4))
-             if d is not None]
-    assert drawn
-    for d in drawn[:2]:
-        check_close(tt.build(d)(*[np.copy(a) for a in x]), want)
+    assert exact_draws(f, forked[0], seed)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])

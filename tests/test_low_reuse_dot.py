@@ -2,13 +2,12 @@
 dot products along the weight's rows beside MultiLevelTiling's tiles; the lane sum it
 leaves is not rfactored again; draws of the space are exact on random shapes."""
 
-import numpy as np
+from drawing import exact_draws
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensortune as tt
 from tensortune.codegen import emit_c, lower
-from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.space import LowReuseDot, PostOrderApply, sample
 
 TARGET = tt.Target.host()
@@ -62,13 +61,6 @@ def test_the_lane_sum_is_a_vector_tree_not_another_rfactor():
 def test_draws_of_the_dot_space_are_exact(M, vectors, N, seed):
     # N > M: the weight is the largest input (else the rows are, read once).
     f = tt.workloads.get("dense", M=M, K=vectors * LANES, N=N)
-    gen = PostOrderApply.default(TARGET)
-    x = random_inputs(f, seed=seed)
-    want = evaluate(f, x)[0]
     spaces = _dots(f)
     assert spaces
-    drawn = [d for d in (sample(f, spaces[0], seed + k, gen.postprocs) for k in range(4))
-             if d is not None]
-    assert drawn
-    for d in drawn[:2]:
-        check_close(tt.build(d)(*[np.copy(a) for a in x]), want)
+    assert exact_draws(f, spaces[0], seed)

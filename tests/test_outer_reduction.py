@@ -2,13 +2,12 @@
 output run sits in the lanes below the reduction loop; draws of it are exact on random
 shapes, and the rule leaves row reductions and tiled blocks alone."""
 
-import numpy as np
+from drawing import exact_draws
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensortune as tt
 from tensortune import te
-from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.space import OuterReduction, PostOrderApply, sample
 
 TARGET = tt.Target.host()
@@ -58,17 +57,11 @@ def test_row_reductions_and_tiled_blocks_are_left_alone():
 def test_draws_of_the_forked_space_are_exact(B, M, N, mean, seed):
     f = _colsum(B, M, N, mean)
     gen = PostOrderApply.default(TARGET)
-    x = random_inputs(f, seed=seed)
-    want = evaluate(f, x)[0]
     forked = [t for t in gen.generate(f) if "S_local" in str(sample(f, t, seed=0).func)]
     assert forked
     # A draw may be rejected (a run of 77 is no whole number of vectors: VerifyRegisterTile
     # counts it lane by lane); some draw of the fork is not.
-    drawn = [d for d in (sample(f, forked[0], seed + k, gen.postprocs) for k in range(8))
-             if d is not None]
-    assert drawn
-    for d in drawn[:2]:
-        check_close(tt.build(d)(*[np.copy(a) for a in x]), want)
+    assert exact_draws(f, forked[0], seed, tries=8)
 
 
 def _vecmat(K: int, N: int):
@@ -104,16 +97,13 @@ def test_rows_of_a_page_or_longer_also_fork_parts_that_read_the_rows_in_order():
 def test_draws_of_the_rows_in_order_space_are_exact(K, N, seed):
     f = _vecmat(2 * K, N)
     gen = PostOrderApply.default(TARGET)
-    x = random_inputs(f, seed=seed)
-    want = evaluate(f, x)[0]
     spaces = [t for t in gen.generate(f) if "y_rf_init" in str(sample(f, t, seed=0).func)]
     if TARGET.cores < 2:
         assert not spaces
         return
     assert spaces
-    for k in range(2):
-        d = sample(f, spaces[0], seed + k, gen.postprocs)
-        assert d is not None
+    drawn = exact_draws(f, spaces[0], seed, tries=2)
+    assert len(drawn) == 2
+    for d in drawn:
         # The parts' partials stay at the root, where the parts run in parallel.
         assert "for k_0 in parallel(" in str(d.func)
-        check_close(tt.build(d)(*[np.copy(a) for a in x]), want)

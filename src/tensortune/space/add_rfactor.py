@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
-from ..schedule.tree import writers, writes
-from ..tir.expr import BufferLoad
-from ..tir.functor import iter_exprs
-from ..tir.stmt import Block, Buffer, BufferStore
-from .schedule_rule import ScheduleRule, untiled_reduction
+from ..schedule.tree import reads, writers, writes
+from ..tir.stmt import Block, Buffer
+from .schedule_rule import ScheduleRule, sample_parts, untiled_reduction
 
 # The fewest whole vectors an axis needs for the whole-vectors-and-a-tail fork.
 TAIL_MIN_VECTORS = 8
@@ -87,13 +85,11 @@ class AddRFactor(ScheduleRule):
         loops are then (spatial, parts, serial, run): PVU runs the parts in parallel and
         vectorizes the run. A whole-array sum of 2^20 floats ran on one core, 0.77x
         PyTorch; by hand, this shape 29 us against PyTorch's 33 (RESULTS.md)."""
-        parts = [self.cores * j for j in (1, 4, 16)
-                 if extent % (self.cores * j * self.lanes) == 0]
-        if not parts:
-            return None
         forked = sch.copy()
+        p = sample_parts(forked, extent, self.cores, (1, 4, 16), unit=self.lanes)
+        if p is None:
+            return None
         try:
-            p = forked.sample_categorical(parts, [1.0 / len(parts)] * len(parts))
             outer, rest = forked.split(inner, [p, None])
             serial, run = forked.split(rest, forked.sample_perfect_tile(
                 rest, n=2, max_innermost_factor=self.max_innermost_factor,
@@ -114,11 +110,7 @@ def _sums_partials(sch: Schedule, blk: Block) -> bool:
     through a cache's write-back (the lane sum LowReuseDot's fork leaves): a run of at
     most a few vectors, which more partials would only make longer to sum."""
     def inputs(b: Block) -> set[Buffer]:
-        if not isinstance(b.body, BufferStore):
-            return set()
-        own = writes(b)
-        return {x.buffer for x in iter_exprs(b.body.value)
-                if isinstance(x, BufferLoad) and x.buffer not in own}
+        return set(reads(b)) - set(writes(b))
 
     def partial(buf: Buffer, depth: int = 0) -> bool:
         if buf not in sch.func.alloc_buffers:

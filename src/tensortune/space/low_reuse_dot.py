@@ -4,7 +4,7 @@ axis, beside MultiLevelTiling's tiles (MultiLevelTiling calls it on the untiled 
 
 ``C[i, j] = sum_k X[i, k] W[j, k]`` with 4 rows of ``X`` reads each row of ``W`` four
 times. MultiLevelTiling puts ``j`` in the lanes, which needs ``W`` packed, for four uses
-(a dense layer of 1 x 768 -> 3072 ran at 67 GFLOP/s at 4 rows, RESULTS.md). This rule's
+(a dense layer of 768 -> 3072 over 4 rows ran at 67 GFLOP/s, RESULTS.md). This rule's
 space loads each vector of ``W`` once and uses it for every row, the rows' partial dot
 products in registers::
 
@@ -76,9 +76,9 @@ class LowReuseDot(ScheduleRule):
                 loops[-1], n=2, max_innermost_factor=self.max_run, multiple=self.lanes))
             part = forked.rfactor(run, ndim)
             rl = forked.get_loops(part)
-            kept = [lp for lp in rl[:-2] if forked.get(lp).var not in
-                    {forked.get(bound[v]).var for v in reused}]
-            rows = [lp for lp in rl[:-2] if lp not in kept]
+            row_vars = {forked.get(bound[v]).var for v in reused}
+            rows = [lp for lp in rl[:-2] if forked.get(lp).var in row_vars]
+            kept = [lp for lp in rl[:-2] if lp not in rows]
             forked.reorder(*kept, rl[-2], *rows, rl[-1])
             acc = forked.cache_write(part, 0, "local")
             if kept:

@@ -42,11 +42,12 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
+from ..schedule.tree import reads
 from ..tir.arith import affine
 from ..tir.expr import BufferLoad, Var, dtype_bytes
 from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Block, BufferStore
-from .schedule_rule import ScheduleRule, loop_binding, loop_kinds, untiled_reduction
+from .schedule_rule import ScheduleRule, loop_binding, loop_kinds, sample_parts, untiled_reduction
 
 # The widest run of the output held in registers: 128 floats are 8 AVX-512 vectors.
 MAX_RUN = 128
@@ -99,13 +100,11 @@ class OuterReduction(ScheduleRule):
         ms against 3.7 ms for runs of 128 columns and PyTorch's 2.6-2.8 (RESULTS.md)."""
         first = next(i for i, (_, k) in enumerate(kinds) if k == "R")
         loop = kinds[first][0]
-        extent = sch.get(loop).extent
-        parts = [self.cores * j for j in (1, 4) if extent % (self.cores * j) == 0]
-        if not parts:
-            return None
         forked = sch.copy()
+        p = sample_parts(forked, sch.get(loop).extent, self.cores, (1, 4))
+        if p is None:
+            return None
         try:
-            p = forked.sample_categorical(parts, [1.0 / len(parts)] * len(parts))
             forked.split(loop, [p, None])
             part = forked.rfactor(forked.get_loops(block)[first], 0)
             rf_kinds = loop_kinds(forked, part)
@@ -122,14 +121,9 @@ class OuterReduction(ScheduleRule):
 
 
 def _row_bytes(blk: Block) -> int:
-    """Bytes in a row (the last dimension) of the widest input the block reads."""
-    widest = 0
-    if not isinstance(blk.body, BufferStore):
-        return 0
-    for ld in (x for x in iter_exprs(blk.body.value) if isinstance(x, BufferLoad)):
-        if ld.buffer.shape:
-            widest = max(widest, int(ld.buffer.shape[-1]) * dtype_bytes(ld.buffer.dtype))
-    return widest
+    """Bytes in a row (the last dimension) of the widest buffer the block reads."""
+    return max((int(b.shape[-1]) * dtype_bytes(b.dtype) for b in reads(blk) if b.shape),
+               default=0)
 
 
 def _contiguous_axis(blk: Block) -> Var | None:

@@ -14,7 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from ..schedule import BlockRV, LoopRV, Schedule
+from ..schedule import BlockRV, ExprRV, LoopRV, Schedule
 from ..tir.expr import BufferLoad, Select, Var
 from ..tir.functor import free_vars, iter_exprs, stores_in
 from ..tir.stmt import Block, BufferStore
@@ -65,6 +65,21 @@ def loop_binding(sch: Schedule, kinds: list[tuple[LoopRV, str]], blk: Block, v: 
     directly, or None when its binding is anything else."""
     bound = next(b for iv, b in zip(blk.iter_vars, blk.bindings) if iv.var is v)
     return next((lp for lp, _ in kinds if sch.get(lp).var is bound), None)
+
+
+def sample_parts(sch: Schedule, extent: int, cores: int, per_core: tuple[int, ...],
+                 unit: int = 1) -> ExprRV | None:
+    """A sampled number of parallel parts of a loop of ``extent``: ``cores * j`` for ``j``
+    in ``per_core``, among those that split it into whole multiples of ``unit``, each as
+    likely; None when none does.
+
+    Example:
+        >>> p = sample_parts(sch, 4096, cores=2, per_core=(1, 4))   # 2 or 8
+    """
+    parts = [cores * j for j in per_core if extent % (cores * j * unit) == 0]
+    if not parts:
+        return None
+    return sch.sample_categorical(parts, [1.0 / len(parts)] * len(parts))
 
 
 def has_reuse(blk: Block) -> bool:
