@@ -7,6 +7,7 @@ compared over wide ranges, random draws and edge values.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -104,3 +105,58 @@ def test_vector_tanh_exp_log_match_float64_on_any_lanes(xs):
     assert _max_rel(ke, a, np.exp(a64)) < 1e-6
     shifted = (np.abs(a) + np.float32(1e-3)).astype(np.float64)  # the sum is float32
     assert _max_rel(kl, a, np.log(shifted), floor=1.0) < 3e-7
+
+
+def _min_max_kernel(dtype: str, lanes: int, target: tt.Target) -> tt.Kernel:
+    A = te.placeholder((64,), name="A", dtype=dtype)
+    B = te.placeholder((64,), name="B", dtype=dtype)
+    C = te.compute((64,), lambda i: te.maximum(A[i], B[i]), name="C")
+    D = te.compute((64,), lambda i: te.minimum(B[i], A[i]), name="D")
+    sch = tt.Schedule(te.create_func([A, B, C, D]))
+    for name in ("C", "D"):
+        (i,) = sch.get_loops(sch.get_block(name))
+        _, inner = sch.split(i, [None, lanes])
+        sch.vectorize(inner)
+    return tt.build(sch, target=target)
+
+
+@functools.cache
+def _min_max_kernels(dtype: str) -> list[tt.Kernel]:
+    """Vector max and min at every width, built for the host (gcc's x86 builtins where
+    it has the ISA) and, on x86, with AVX and AVX-512 off (the lane loops at 256 and 512
+    bits, the builtins' fallback)."""
+    host = tt.Target.host()
+    targets = [host]
+    if "avx" in host.features:
+        targets.append(dataclasses.replace(host, flags=host.flags + ("-mno-avx",)))
+    widths = (4, 8, 16) if dtype == "float32" else (2, 4, 8)
+    return [_min_max_kernel(dtype, w, t) for t in targets for w in widths]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_vector_min_max_are_the_lane_rule_with_nan_and_signed_zeros(dtype, data):
+    """max(a, b) is `a > b ? a : b` and min(b, a) `b < a ? b : a` lane by lane: with a
+    NaN on either side the second operand, and of two zeros the second one."""
+    special = st.sampled_from([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0])
+    value = st.one_of(st.floats(-1e6, 1e6, width=32 if dtype == "float32" else 64), special)
+    a = np.array(data.draw(st.lists(value, min_size=64, max_size=64)), dtype)
+    b = np.array(data.draw(st.lists(value, min_size=64, max_size=64)), dtype)
+    refs = np.where(a > b, a, b), np.where(b < a, b, a)
+    for k in _min_max_kernels(dtype):
+        assert "tt_vmax_" in _body(k) and "tt_vmin_" in _body(k)
+        for got, ref in zip(k(a, b), refs):
+            # Bit for bit, so the sign of a zero and the place of a NaN count.
+            np.testing.assert_array_equal(got.view(f"u{a.itemsize}"), ref.view(f"u{a.itemsize}"))
+
+
+def test_vector_min_max_use_gcc_builtins_where_the_isa_has_them():
+    from tensortune.codegen.vmath import vector_math
+    f32x16, f64x2 = vector_math("float32", 16), vector_math("float64", 2)
+    assert "#if defined(__AVX512F__)" in f32x16
+    assert "__builtin_ia32_maxps512_mask(a, b, a, (unsigned short)-1, 4)" in f32x16
+    assert "__builtin_ia32_minpd(a, b)" in f64x2
+    # A width with no builtin keeps only the lane loop.
+    assert "__builtin_ia32" not in vector_math("float32", 2)
+    assert "#if" not in vector_math("float32", 2)

@@ -1,10 +1,11 @@
 """Vector math for vectorized loops, in plain GNU C vector code (no intrinsics, so the
 same source builds for SSE, AVX2 and AVX-512).
 
-Two kinds of helper per vector type ``tt_f32x16`` and the like:
-- lane loops (min, max, sqrt, fabs): one C expression per lane, which gcc's SLP
-  vectorizer turns into one instruction or two (`a > b ? a : b` is a compare and a blend;
-  `sqrtf` is `vsqrtps` under `-fno-math-errno`);
+Three kinds of helper per vector type ``tt_f32x16`` and the like:
+- min and max: gcc's x86 builtins of ``minps``/``maxps`` (and their 256- and 512-bit
+  and double forms) where the compiler defines the ISA's macro, else a lane loop;
+- lane loops (sqrt, fabs): one C expression per lane, which gcc's SLP vectorizer turns
+  into one instruction (`sqrtf` is `vsqrtps` under `-fno-math-errno`);
 - polynomials for float32 exp, erf, tanh and log, which libm has no vector form of
   without `-ffast-math`; each is checked against float64 in tests/test_vmath.py.
 
@@ -30,11 +31,7 @@ def vector_math(dtype: str, w: int) -> str:
     ``tt_vsel``)."""
     vt = f"tt_{'f32' if dtype == 'float32' else 'f64'}x{w}"
     s = vt[3:]
-    out = []
-    for name, body in (("max", "a[i] > b[i] ? a[i] : b[i]"),
-                       ("min", "a[i] < b[i] ? a[i] : b[i]")):
-        out.append(f"static inline {vt} tt_v{name}_{s}({vt} a, {vt} b) {{ {vt} r;\n"
-                   f"  for (int i = 0; i < {w}; ++i) r[i] = {body}; return r; }}\n")
+    out = [_min_max(dtype, w, vt, name, cmp) for name, cmp in (("max", ">"), ("min", "<"))]
     for name in LANE_CALLS:
         out.append(f"static inline {vt} tt_v{name}_{s}({vt} a) {{ {vt} r;\n"
                    f"  for (int i = 0; i < {w}; ++i) r[i] = {libm_name(name, dtype)}(a[i]);"
@@ -43,6 +40,39 @@ def vector_math(dtype: str, w: int) -> str:
         poly = _VEXP + _VERF + _VTANH + _VLOG
         out.append(poly.replace("V", vt).replace("M", f"tt_m{s}").replace("S", s))
     return "".join(out)
+
+
+# gcc's x86 min/max builtins by (dtype, lanes): the macro that says the ISA has them, the
+# builtin's name and its trailing arguments (the 512-bit forms take a merge source, a
+# full mask and the current rounding mode, 4). maxps(a, b) is `a > b ? a : b` lane by
+# lane, NaN and signed zeros included, so the lane loop below is the same function. Why
+# not only the lane loop: gcc's SLP vectorizer turns it into one maxps only in some
+# contexts; where it does not, say a max carried in a register across a loop, it is 16
+# scalar maxss (a softmax row's max and sum by hand: 41.5 us with the lane loops, 17.5
+# with the builtins; RESULTS.md).
+_X86_MIN_MAX = {
+    ("float32", 4): ("__SSE__", "ps", ""),
+    ("float32", 8): ("__AVX__", "ps256", ""),
+    ("float32", 16): ("__AVX512F__", "ps512_mask", ", a, (unsigned short)-1, 4"),
+    ("float64", 2): ("__SSE2__", "pd", ""),
+    ("float64", 4): ("__AVX__", "pd256", ""),
+    ("float64", 8): ("__AVX512F__", "pd512_mask", ", a, (unsigned char)-1, 4"),
+}
+
+
+def _min_max(dtype: str, w: int, vt: str, name: str, cmp: str) -> str:
+    """``tt_vmax_S`` or ``tt_vmin_S``: the x86 builtin where gcc has it, else lane by lane
+    (clang and other targets, and widths with no builtin)."""
+    s = vt[3:]
+    head = f"static inline {vt} tt_v{name}_{s}({vt} a, {vt} b) {{"
+    lanes = (f"{head} {vt} r;\n  for (int i = 0; i < {w}; ++i) "
+             f"r[i] = a[i] {cmp} b[i] ? a[i] : b[i]; return r; }}\n")
+    if (dtype, w) not in _X86_MIN_MAX:
+        return lanes
+    isa, suffix, rest = _X86_MIN_MAX[dtype, w]
+    return (f"#if defined({isa}) && defined(__GNUC__) && !defined(__clang__)\n"
+            f"{head}\n  return __builtin_ia32_{name}{suffix}(a, b{rest}); }}\n"
+            f"#else\n{lanes}#endif\n")
 
 
 # The templates below spell the vector type V, its mask type M and the type's suffix S.
