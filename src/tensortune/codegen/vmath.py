@@ -1,5 +1,6 @@
-"""Vector math for vectorized loops, in plain GNU C vector code (no intrinsics, so the
-same source builds for SSE, AVX2 and AVX-512).
+"""Vector math for vectorized loops, in plain GNU C vector code (no intrinsics headers;
+the few x86 builtins sit under the ISA's macro, so the same source builds for SSE, AVX2
+and AVX-512, and elsewhere).
 
 Three kinds of helper per vector type ``tt_f32x16`` and the like:
 - min and max: gcc's x86 builtins of ``minps``/``maxps`` (and their 256- and 512-bit
