@@ -123,12 +123,13 @@ def _min_max_kernel(dtype: str, lanes: int, target: tt.Target) -> tt.Kernel:
 @functools.cache
 def _min_max_kernels(dtype: str) -> list[tt.Kernel]:
     """Vector max and min at every width, built for the host (gcc's x86 builtins where
-    it has the ISA) and, on x86, with AVX and AVX-512 off (the lane loops at 256 and 512
-    bits, the builtins' fallback)."""
+    it has the ISA) and, on x86, with AVX-512 off (the 512-bit lane loop beside the
+    256-bit builtin) and with AVX off (lane loops at 256 and 512 bits)."""
     host = tt.Target.host()
     targets = [host]
-    if "avx" in host.features:
-        targets.append(dataclasses.replace(host, flags=host.flags + ("-mno-avx",)))
+    for feature, off in (("avx512f", "-mno-avx512f"), ("avx", "-mno-avx")):
+        if feature in host.features:
+            targets.append(dataclasses.replace(host, flags=host.flags + (off,)))
     widths = (4, 8, 16) if dtype == "float32" else (2, 4, 8)
     return [_min_max_kernel(dtype, w, t) for t in targets for w in widths]
 
