@@ -48,9 +48,10 @@ def vector_math(dtype: str, w: int) -> str:
 # full mask and the current rounding mode, 4). maxps(a, b) is `a > b ? a : b` lane by
 # lane, NaN and signed zeros included, so the lane loop below is the same function. Why
 # not only the lane loop: gcc's SLP vectorizer turns it into one maxps only in some
-# contexts; where it does not, say a max carried in a register across a loop, it is 16
-# scalar maxss (a softmax row's max and sum by hand: 41.5 us with the lane loops, 17.5
-# with the builtins; RESULTS.md).
+# contexts. In others it is a compare and two masked moves (the exp's clamps: SMX's best
+# program ran 1.23x faster with the builtins) or, for a max carried in a register across
+# a loop, 16 scalar maxss (a softmax row by hand: 41.5 us with the lane loops, 17.5 with
+# the builtins; RESULTS.md).
 _X86_MIN_MAX = {
     ("float32", 4): ("__SSE__", "ps", ""),
     ("float32", 8): ("__AVX__", "ps256", ""),
