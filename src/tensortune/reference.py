@@ -45,16 +45,53 @@ class CheckError(TensorTuneError):
     """A kernel's output differs from the reference or is not finite."""
 
 
-def random_inputs(func: PrimFunc, seed: int = 0) -> list[np.ndarray]:
-    """Uniform(-1, 1) float inputs (never zeros); ints uniform in [0, 8)."""
+def random_inputs(func: PrimFunc, seed: int = 0,
+                  span: tuple[float, float] = (-1.0, 1.0)) -> list[np.ndarray]:
+    """Uniform float inputs in ``span`` (default (-1, 1); never zeros); ints uniform in
+    [0, 8)."""
     rng = np.random.default_rng(seed)
     out = []
     for b in func.inputs:
         if is_float(b.dtype):
-            out.append(rng.uniform(-1.0, 1.0, size=b.shape).astype(b.dtype))
+            out.append(rng.uniform(*span, size=b.shape).astype(b.dtype))
         else:
             out.append(rng.integers(0, 8, size=b.shape).astype(b.dtype))
     return out
+
+
+# The spans of float inputs a check tries in turn, until the reference is finite: both
+# signs first (a ReLU or a max is checked on both sides of zero), then positive numbers
+# away from zero, for a function that takes a square root or logarithm of an input or
+# divides by one (an optimizer's step, a log-softmax of probabilities).
+CHECK_SPANS = ((-1.0, 1.0), (0.5, 1.5))
+
+
+def reference_case(func: PrimFunc, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Inputs to check ``func``'s candidates on, and the reference outputs on them: the
+    first of ``CHECK_SPANS`` where every output is finite. A candidate must be finite
+    everywhere (an element it never writes shows as NaN), so a reference that is not
+    finite on any of them raises ``CheckError`` naming the output and the element.
+
+    Example:
+        >>> ins, expected = reference_case(func)    # sqrt(x): inputs in (0.5, 1.5)
+    """
+    k, o = 0, np.zeros(0)
+    for span in CHECK_SPANS:
+        ins = random_inputs(func, seed, span)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            outs = evaluate(func, ins)      # a NaN here only means: try the next span
+        bad = [(k, o) for k, o in enumerate(outs) if not np.all(np.isfinite(o))]
+        if not bad:
+            return ins, outs
+        k, o = bad[0]
+    at = tuple(int(i) for i in np.argwhere(~np.isfinite(o))[0])
+    spans = " and ".join(f"({lo:g}, {hi:g})" for lo, hi in CHECK_SPANS)
+    raise CheckError(
+        f"{func.name}: its output {k} ({func.outputs[k].name}) is {o[at]} at index {at} on "
+        f"random inputs in {spans}, so no candidate can be checked against it; every "
+        "candidate is checked on such inputs, and its outputs must be finite. Write the "
+        "function so that it is finite there, e.g. log(x) or sqrt(x) of an input rather "
+        "than of x - 1")
 
 
 def eval_expr(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..codegen import Target
-from ..reference import evaluate, random_inputs
+from ..reference import reference_case
 from .builder import BuildInput, BuildResult, LocalBuilder, source_hash
 from .load_guard import LoadGuard
 from .runner import LocalRunner, RunInput, RunResult
@@ -26,8 +26,7 @@ def measure(obj: Any, *, repeat: int = 7, min_repeat_ms: float = 50.0, timeout: 
     built = LocalBuilder(target).build([BuildInput(func)])[0]
     if not built.ok:
         return RunResult(error_kind=built.error_kind, error_msg=built.error_msg)
-    ins = random_inputs(original)
-    exp = evaluate(original, ins)
+    ins, exp = reference_case(original)
     own = runner is None
     r = runner or LocalRunner(timeout=timeout, repeat=repeat, min_repeat_ms=min_repeat_ms)
     try:

@@ -24,7 +24,7 @@ from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..measure import BuildInput, BuildResult, LocalBuilder, LocalRunner, source_hash
 from ..measure.runner import MIN_REPEAT_MS
-from ..reference import evaluate, random_inputs
+from ..reference import reference_case
 from ..schedule import Schedule
 from ..tir.stmt import PrimFunc
 
@@ -137,8 +137,7 @@ def fresh_best(func: PrimFunc, db: Database, target: Target, *, k: int = 5,
         if low is not None and rec.source == source_hash(low[1]):
             return rec, *low
         if ins is None:
-            ins = random_inputs(func)
-            expected = evaluate(func, ins)
+            ins, expected = reference_case(func)
         top = db.top_k(func.structural_hash(), target.fingerprint(), k)
         with LocalRunner() as runner:
             retime_records(db, func, top, LocalBuilder(target), runner, ins, expected, rounds)

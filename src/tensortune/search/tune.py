@@ -31,7 +31,7 @@ from ..errors import TensorTuneError
 from ..kernel import Kernel, build
 from ..measure import BuildInput, BuildResult, LoadGuard, LocalBuilder, LocalRunner
 from ..measure.builder import SHARE, source_hash, write_c
-from ..reference import CheckError, check_close, evaluate, random_inputs
+from ..reference import CheckError, check_close, evaluate, reference_case
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
 from ..space import PostOrderApply, ScheduleFn, SpaceGenerator
@@ -151,8 +151,7 @@ class TuningTask:
         if not isinstance(func, PrimFunc):
             raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
         self.target, self.db, self.early_stop = target, db, early_stop
-        self.ins = random_inputs(func)
-        self.expected = evaluate(func, self.ins)
+        self.ins, self.expected = reference_case(func)
         # The work counted is the smaller form's: a rewrite that skips a dilated input's
         # zeros (T2D) counts only what is left, one that pads a row to whole vectors
         # does not count the padding.
