@@ -1,6 +1,6 @@
 """The inputs candidates are checked on (``reference_case``): both signs where the
-reference is finite there, positive numbers for a square root, logarithm or division of
-an input (an optimizer's step), and a clear error where neither gives a finite reference.
+reference is finite there, positive numbers for a square root or logarithm of an input
+(an optimizer's step), and a clear error where neither gives a finite reference.
 """
 
 from __future__ import annotations

@@ -61,8 +61,8 @@ def random_inputs(func: PrimFunc, seed: int = 0,
 
 # The spans of float inputs a check tries in turn, until the reference is finite: both
 # signs first (a ReLU or a max is checked on both sides of zero), then positive numbers
-# away from zero, for a function that takes a square root or logarithm of an input or
-# divides by one (an optimizer's step, a log-softmax of probabilities).
+# away from zero, for a function that takes a square root or logarithm of an input (an
+# optimizer's step, a log of probabilities).
 CHECK_SPANS = ((-1.0, 1.0), (0.5, 1.5))
 
 
