@@ -1,6 +1,7 @@
 """The inputs candidates are checked on (``reference_case``): both signs where the
 reference is finite there, positive numbers for a square root or logarithm of an input
-(an optimizer's step), and a clear error where neither gives a finite reference.
+(an optimizer's step), and a clear error where neither gives a finite reference; or the
+user's own (``tune(..., inputs=...)``, ``given_case``), checked against the function.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pytest
 
 import tensortune as tt
 from tensortune import te
-from tensortune.reference import CHECK_SPANS, CheckError, reference_case
+from tensortune.reference import CHECK_SPANS, CheckError, given_case, reference_case
 
 
 def _adam_step(n: int = 256) -> tt.tir.PrimFunc:
@@ -39,11 +40,50 @@ def test_a_square_root_of_an_input_is_tuned_on_positive_inputs():
     np.testing.assert_allclose(res.kernel(p, m, v), want, rtol=1e-5, atol=1e-6)
 
 
-def test_a_reference_not_finite_on_any_span_is_a_clear_error():
+def _shifted_log() -> tt.tir.PrimFunc:
     x = te.placeholder((8, 8), name="X")
     y = te.compute((8, 8), lambda i, j: te.log(x[i, j] - 2.0), name="Y")
-    func = te.create_func([x, y], name="shifted_log")
+    return te.create_func([x, y], name="shifted_log")
+
+
+def test_a_reference_not_finite_on_any_span_is_a_clear_error():
     with pytest.raises(CheckError, match=r"shifted_log: its output 0 \(Y\) is nan at index "
                                          r"\(0, 0\) on random inputs in \(-1, 1\) and "
-                                         r"\(0.5, 1.5\)"):
-        tt.tune(func, trials=2, seed=0)
+                                         r"\(0.5, 1.5\).*inputs=\[\.\.\.\]"):
+        tt.tune(_shifted_log(), trials=2, seed=0)
+
+
+def test_the_users_own_inputs_are_what_candidates_are_checked_on():
+    x = np.random.default_rng(5).uniform(2.5, 3.5, (8, 8)).astype(np.float32)
+    res = tt.tune(_shifted_log(), trials=4, seed=0, inputs=[x])
+    np.testing.assert_allclose(res.kernel(x), np.log(x.astype(np.float64) - 2.0),
+                               rtol=1e-5, atol=1e-6)
+    ins, outs = given_case(_shifted_log(), [x])
+    np.testing.assert_array_equal(ins[0], x)
+
+
+@pytest.mark.parametrize("inputs, message", [
+    ([], r"shifted_log takes 1 inputs \(X\), got 0"),
+    ([np.full((8, 4), 3.0, np.float32)],
+     r"input 0 \(X\) must be float32 of shape \(8, 8\), got float32 of shape \(8, 4\)"),
+    ([np.full((8, 8), 3.0)], r"input 0 \(X\) must be float32 .* got float64"),
+    ([np.full((8, 8), 1.5, np.float32)], r"its output 0 \(Y\) is nan at index \(0, 0\) on "
+                                         r"the given inputs"),
+])
+def test_bad_given_inputs_are_clear_errors(inputs, message):
+    with pytest.raises(CheckError, match=message):
+        tt.tune(_shifted_log(), trials=2, seed=0, inputs=inputs)
+
+
+def test_indices_into_a_short_table_are_checked_on_the_users_indices():
+    """Random ints are drawn in [0, 8): into a table of 4 rows they read past its end, so
+    no candidate passes; the user's indices are in range and it tunes."""
+    table = te.placeholder((4, 32), name="T")
+    index = te.placeholder((64,), dtype="int32", name="I")
+    out = te.compute((64, 32), lambda i, j: table[index[i], j], name="O")
+    func = te.create_func([table, index, out], name="embed")
+    t = np.random.default_rng(0).uniform(-1, 1, (4, 32)).astype(np.float32)
+    ix = np.random.default_rng(1).integers(0, 4, 64).astype(np.int32)
+    res = tt.tune(func, trials=4, seed=0, inputs=[t, ix])
+    assert res.errors == 0
+    np.testing.assert_array_equal(res.kernel(t, ix), t[ix])

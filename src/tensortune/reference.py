@@ -66,6 +66,36 @@ def random_inputs(func: PrimFunc, seed: int = 0,
 CHECK_SPANS = ((-1.0, 1.0), (0.5, 1.5))
 
 
+def given_case(func: PrimFunc, inputs: Sequence[np.ndarray]
+               ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The user's own ``inputs`` to check ``func``'s candidates on (C-contiguous copies),
+    and the reference outputs on them. Raises ``CheckError`` for a wrong count, shape or
+    dtype (naming the input and what ``func`` takes) or a reference not finite on them.
+
+    Example:
+        >>> ins, expected = given_case(func, [x + 3.0])    # log(x - 2) needs x > 2
+    """
+    if len(inputs) != len(func.inputs):
+        raise CheckError(f"{func.name} takes {len(func.inputs)} inputs "
+                         f"({', '.join(b.name for b in func.inputs)}), got {len(inputs)}")
+    ins = []
+    for k, (b, x) in enumerate(zip(func.inputs, inputs, strict=True)):
+        a = np.asarray(x)
+        if a.shape != b.shape or a.dtype != np.dtype(b.dtype):
+            raise CheckError(f"{func.name}: input {k} ({b.name}) must be {b.dtype} of shape "
+                             f"{b.shape}, got {a.dtype} of shape {a.shape}")
+        ins.append(np.ascontiguousarray(a))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        outs = evaluate(func, ins)
+    for k, o in enumerate(outs):
+        if not np.all(np.isfinite(o)):
+            at = tuple(int(i) for i in np.argwhere(~np.isfinite(o))[0])
+            raise CheckError(f"{func.name}: its output {k} ({func.outputs[k].name}) is "
+                             f"{o[at]} at index {at} on the given inputs; candidates are "
+                             "checked on them, so its outputs must be finite there")
+    return ins, outs
+
+
 def reference_case(func: PrimFunc, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Inputs to check ``func``'s candidates on, and the reference outputs on them: the
     first of ``CHECK_SPANS`` where every output is finite. A candidate must be finite
@@ -89,9 +119,8 @@ def reference_case(func: PrimFunc, seed: int = 0) -> tuple[list[np.ndarray], lis
     raise CheckError(
         f"{func.name}: its output {k} ({func.outputs[k].name}) is {o[at]} at index {at} on "
         f"random inputs in {spans}, so no candidate can be checked against it; every "
-        "candidate is checked on such inputs, and its outputs must be finite. Write the "
-        "function so that it is finite there, e.g. log(x) or sqrt(x) of an input rather "
-        "than of x - 1")
+        "candidate is checked on such inputs, and its outputs must be finite. Pass inputs "
+        "it is finite on (tune(..., inputs=[...])), or write it so that it is finite there")
 
 
 def eval_expr(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:

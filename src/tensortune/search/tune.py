@@ -17,7 +17,7 @@ import dataclasses
 import random
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from ..errors import TensorTuneError
 from ..kernel import Kernel, build
 from ..measure import BuildInput, BuildResult, LoadGuard, LocalBuilder, LocalRunner
 from ..measure.builder import SHARE, source_hash, write_c
-from ..reference import CheckError, check_close, evaluate, reference_case
+from ..reference import CheckError, check_close, evaluate, given_case, reference_case
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
 from ..space import PostOrderApply, ScheduleFn, SpaceGenerator
@@ -147,11 +147,13 @@ class TuningTask:
                  strategy: str | SearchStrategy = "evolutionary", cost_model: Any = "lgbm",
                  space: Any = None, seed: int | None = None, name: str | None = None,
                  rewrite: bool = True, early_stop: float = 1.5, prior: bool = True,
-                 load_guard: bool = True, draw_workers: int = 0) -> None:
+                 load_guard: bool = True, draw_workers: int = 0,
+                 inputs: Sequence[np.ndarray] | None = None) -> None:
         if not isinstance(func, PrimFunc):
             raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
         self.target, self.db, self.early_stop = target, db, early_stop
-        self.ins, self.expected = reference_case(func)
+        self.ins, self.expected = (reference_case(func) if inputs is None
+                                   else given_case(func, inputs))
         # The work counted is the smaller form's: a rewrite that skips a dilated input's
         # zeros (T2D) counts only what is left, one that pads a row to whole vectors
         # does not count the padding.
@@ -385,7 +387,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          early_stop: float = 1.5, retime_top: int = 5, prior: bool = True,
          load_guard: bool = True, sched_variants: int = 3,
          draw_workers: int | None = None,
-         double_after: int | None = DOUBLE_AFTER) -> TuneResult:
+         double_after: int | None = DOUBLE_AFTER,
+         inputs: Sequence[np.ndarray] | None = None) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned. A
@@ -411,6 +414,11 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     Once ``double_after`` trials are measured, batches are ``2 * batch_size``: the
     evolution, its draws and the model's retraining run half as often (None keeps
     ``batch_size`` throughout).
+    Every candidate is checked against the float64 reference on random inputs
+    (``reference.reference_case``), or on ``inputs`` when given: example arrays, one per
+    input of ``func``, for a function whose reference is finite only on some inputs
+    (``log(x - 2)``, indices into a short table). ``tt.compile`` re-checks a stored best
+    that went stale on random inputs.
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it).
     When it ends, the kernel cache is pruned to its limit (``codegen.kernel_cache``)."""
@@ -420,7 +428,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
         draw_workers = tgt.cores if tgt.cores > 1 and trials >= 32 else 0
     task = TuningTask(func, db, tgt, strategy=strategy, cost_model=cost_model, space=space,
                       seed=seed, name=name, rewrite=rewrite, early_stop=early_stop,
-                      prior=prior, load_guard=load_guard, draw_workers=draw_workers)
+                      prior=prior, load_guard=load_guard, draw_workers=draw_workers,
+                      inputs=inputs)
     builder = LocalBuilder(tgt, share=SHARE)
     result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
