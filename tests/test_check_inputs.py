@@ -63,7 +63,7 @@ def test_the_users_own_inputs_are_what_candidates_are_checked_on():
 
 
 @pytest.mark.parametrize("inputs, message", [
-    ([], r"shifted_log takes 1 inputs \(X\), got 0"),
+    ([], r"shifted_log takes 1 input \(X\), got 0"),
     ([np.full((8, 4), 3.0, np.float32)],
      r"input 0 \(X\) must be float32 of shape \(8, 8\), got float32 of shape \(8, 4\)"),
     ([np.full((8, 8), 3.0)], r"input 0 \(X\) must be float32 .* got float64"),

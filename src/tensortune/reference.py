@@ -76,7 +76,8 @@ def given_case(func: PrimFunc, inputs: Sequence[np.ndarray]
         >>> ins, expected = given_case(func, [x + 3.0])    # log(x - 2) needs x > 2
     """
     if len(inputs) != len(func.inputs):
-        raise CheckError(f"{func.name} takes {len(func.inputs)} inputs "
+        n = len(func.inputs)
+        raise CheckError(f"{func.name} takes {n} input{'s' if n != 1 else ''} "
                          f"({', '.join(b.name for b in func.inputs)}), got {len(inputs)}")
     ins = []
     for k, (b, x) in enumerate(zip(func.inputs, inputs, strict=True)):
