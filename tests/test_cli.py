@@ -126,3 +126,30 @@ def test_tune_model_from_a_user_file(tmp_path, capsys):
     assert "has no 'nope'" in capsys.readouterr().err
     assert main(["tune-model", str(tmp_path / "none.py:build"), "--input", "1"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_tune_checks_on_the_inputs_of_an_npz_file(tmp_path, capsys):
+    import numpy as np
+
+    ops = tmp_path / "logs.py"
+    ops.write_text(
+        "from tensortune import te\n"
+        "def shifted_log():\n"
+        "    x = te.placeholder((8, 16), name='X')\n"
+        "    y = te.compute((8, 16), lambda i, j: te.log(x[i, j] - 2.0), name='Y')\n"
+        "    return te.create_func([x, y], name='shifted_log')\n")
+    target = f"{ops}:shifted_log"
+    # Random inputs give a NaN reference: a clear error, exit 2.
+    assert main(["tune", target, "--trials", "2"]) == 2
+    assert "inputs=[...]" in capsys.readouterr().err
+    good = tmp_path / "x.npz"
+    np.savez(good, X=np.random.default_rng(0).uniform(2.5, 3.5, (8, 16)).astype(np.float32))
+    assert main(["tune", target, "--trials", "2", "--inputs", str(good)]) == 0
+    assert "tuning summary" in capsys.readouterr().out
+    wrong = tmp_path / "w.npz"
+    np.savez(wrong, Z=np.ones((8, 16), np.float32))
+    assert main(["tune", target, "--trials", "2", "--inputs", str(wrong)]) == 2
+    err = capsys.readouterr().err
+    assert "takes inputs X; the file has no X (it has Z)" in err
+    assert main(["tune", target, "--trials", "2", "--inputs", str(ops)]) == 2
+    assert "not a NumPy .npz file" in capsys.readouterr().err

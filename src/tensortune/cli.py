@@ -72,7 +72,8 @@ def _tune(args: argparse.Namespace) -> int:
 
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,
                       strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
-                      name=args.workload, progress=progress)
+                      name=args.workload, progress=progress,
+                      inputs=_given_inputs(args.inputs, func))
     # Measure again and keep the higher readings: one taken while the machine was slowed
     # (a busy neighbour, a host in a slow state) would put the kernel above its bound.
     again = Roofline.measure(func, target)
@@ -337,6 +338,10 @@ def main(argv: list[str] | None = None) -> int:
                       help="LightGBM on program features (default), or random scores")
     tune.add_argument("--seed", type=int, default=None,
                       help="seed of the search's random choices (default: a fresh one)")
+    tune.add_argument("--inputs", default=None, metavar="FILE.npz",
+                      help="check candidates on these example arrays, saved with "
+                           "np.savez(FILE, NAME=array, ...) under the function's input "
+                           "names (default: random inputs)")
     tune.set_defaults(fn=_tune)
     tm = sub.add_parser("tune-model", help="tune and compile a PyTorch model")
     tm.add_argument("model", help="file.py:name, an nn.Module or a function returning one")
@@ -383,6 +388,29 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"interrupted{_kept(args)}", file=sys.stderr)
         return 130
+
+
+def _given_inputs(path: str | None, func: Any) -> list[Any] | None:
+    """The arrays of an ``.npz`` file named by the function's inputs, in their order."""
+    if path is None:
+        return None
+    import numpy as np
+
+    from tensortune.errors import TensorTuneError
+
+    try:
+        with np.load(path) as npz:
+            found = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as e:
+        raise TensorTuneError(f"--inputs {path}: not a NumPy .npz file ({e})") from e
+    names = [b.name for b in func.inputs]
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise TensorTuneError(f"--inputs {path}: {func.name} takes inputs "
+                              f"{', '.join(names)}; the file has no {', '.join(missing)} "
+                              f"(it has {', '.join(found) or 'nothing'}); save them with "
+                              f"np.savez(path, {names[0]}=...)")
+    return [found[n] for n in names]
 
 
 def _kept(args: argparse.Namespace) -> str:
