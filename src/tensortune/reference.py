@@ -66,6 +66,19 @@ def random_inputs(func: PrimFunc, seed: int = 0,
 CHECK_SPANS = ((-1.0, 1.0), (0.5, 1.5))
 
 
+def _outputs_and_fault(func: PrimFunc, ins: list[np.ndarray]
+                       ) -> tuple[list[np.ndarray], str | None]:
+    """``func``'s reference outputs on ``ins``, and where the first non-finite one is
+    ("its output 0 (Y) is nan at index (0, 0)"), None if all are finite."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        outs = evaluate(func, ins)      # a NaN is reported below, not warned about
+    for k, o in enumerate(outs):
+        if not np.all(np.isfinite(o)):
+            at = tuple(int(i) for i in np.argwhere(~np.isfinite(o))[0])
+            return outs, f"its output {k} ({func.outputs[k].name}) is {o[at]} at index {at}"
+    return outs, None
+
+
 def given_case(func: PrimFunc, inputs: Sequence[np.ndarray]
                ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The user's own ``inputs`` to check ``func``'s candidates on (C-contiguous copies),
@@ -86,14 +99,10 @@ def given_case(func: PrimFunc, inputs: Sequence[np.ndarray]
             raise CheckError(f"{func.name}: input {k} ({b.name}) must be {b.dtype} of shape "
                              f"{b.shape}, got {a.dtype} of shape {a.shape}")
         ins.append(np.ascontiguousarray(a))
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        outs = evaluate(func, ins)
-    for k, o in enumerate(outs):
-        if not np.all(np.isfinite(o)):
-            at = tuple(int(i) for i in np.argwhere(~np.isfinite(o))[0])
-            raise CheckError(f"{func.name}: its output {k} ({func.outputs[k].name}) is "
-                             f"{o[at]} at index {at} on the given inputs; candidates are "
-                             "checked on them, so its outputs must be finite there")
+    outs, fault = _outputs_and_fault(func, ins)
+    if fault is not None:
+        raise CheckError(f"{func.name}: {fault} on the given inputs; candidates are checked "
+                         "on them, so its outputs must be finite there")
     return ins, outs
 
 
@@ -106,22 +115,18 @@ def reference_case(func: PrimFunc, seed: int = 0) -> tuple[list[np.ndarray], lis
     Example:
         >>> ins, expected = reference_case(func)    # sqrt(x): inputs in (0.5, 1.5)
     """
-    k, o = 0, np.zeros(0)
+    fault = None
     for span in CHECK_SPANS:
         ins = random_inputs(func, seed, span)
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            outs = evaluate(func, ins)      # a NaN here only means: try the next span
-        bad = [(k, o) for k, o in enumerate(outs) if not np.all(np.isfinite(o))]
-        if not bad:
+        outs, fault = _outputs_and_fault(func, ins)
+        if fault is None:
             return ins, outs
-        k, o = bad[0]
-    at = tuple(int(i) for i in np.argwhere(~np.isfinite(o))[0])
     spans = " and ".join(f"({lo:g}, {hi:g})" for lo, hi in CHECK_SPANS)
     raise CheckError(
-        f"{func.name}: its output {k} ({func.outputs[k].name}) is {o[at]} at index {at} on "
-        f"random inputs in {spans}, so no candidate can be checked against it; every "
-        "candidate is checked on such inputs, and its outputs must be finite. Pass inputs "
-        "it is finite on (tune(..., inputs=[...])), or write it so that it is finite there")
+        f"{func.name}: {fault} on random inputs in {spans}, so no candidate can be checked "
+        "against it; every candidate is checked on such inputs, and its outputs must be "
+        "finite. Pass inputs it is finite on (tune(..., inputs=[...])), or write it so "
+        "that it is finite there")
 
 
 def eval_expr(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:
