@@ -345,8 +345,10 @@ def test_a_niche_is_the_register_tile_not_the_outer_tiling():
     f = FUNCS["gmm"]
     ctx = SearchContext(f, SPACES["gmm"], GEN, rng=random.Random(4))
     space = SPACES["gmm"][0]
-    # A draw whose two outer levels differ: with 16 lanes GMM's 40 columns are often
-    # tiled (1, 1, 1, 40), and swapping two unit levels changes nothing.
+    # A draw whose two outer levels differ, so that swapping them gives another program:
+    # with 16 lanes GMM's 40 columns are often tiled (1, 1, 1, 40), and swapping two unit
+    # levels changes nothing; nor does swapping (5, 1) when the two are fused into one
+    # parallel loop.
     for _ in range(200):
         cand = ctx.draw(0)
         if cand is None:
@@ -357,14 +359,16 @@ def test_a_niche_is_the_register_tile_not_the_outer_tiling():
         assert tiles, "multi-level tiling marks its register-tile levels"
         i = tiles[0]
         d = cand.decisions[i]
-        if d[0] != d[1]:
+        if d[0] == d[1]:
+            continue
+        outer = [d[1], d[0], *d[2:]]                       # the outer two levels swapped
+        moved = ctx.draw(0, {**cand.decisions, i: outer}, cand.post)
+        if moved is not None and moved.program != cand.program:
             break
     else:
-        raise AssertionError("no draw in 200 had two distinct outer levels")
+        raise AssertionError("no draw in 200 had two outer levels that swap to another "
+                             "program")
     assert cand.niche[0] == 0 and tuple(d[-2:]) in cand.niche[1:]
-    outer = [d[1], d[0], *d[2:]]                       # the outer two levels swapped
-    moved = ctx.draw(0, {**cand.decisions, i: outer}, cand.post)
-    assert moved is not None and moved.program != cand.program
     assert moved.niche == cand.niche
     inner = [d[0] * d[-1], *d[1:-1], 1]                 # the innermost factor moved out
     other = ctx.draw(0, {**cand.decisions, i: inner}, cand.post)

@@ -4,6 +4,8 @@ rejected, and the search draws another."""
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tensortune as tt
 from tensortune.reference import check_close, evaluate, random_inputs
@@ -94,17 +96,21 @@ def test_search_fills_its_batch_from_draws_that_fit():
     func = tt.workloads.get("c2d", C=16, K=32, H=14, W=14)
     gen = _checked(tgt)
     check = gen.postprocs[-1]
-    rejected, apply_all = 0, check.apply_all
+    rejected = 0
 
-    def counted(sch, decisions=None):
-        nonlocal rejected
-        try:
-            return apply_all(sch, decisions)
-        except tt.ScheduleError:
-            rejected += 1
-            raise
+    def counted(fn):
+        def run(*args):
+            nonlocal rejected
+            try:
+                return fn(*args)
+            except tt.ScheduleError:
+                rejected += 1
+                raise
+        return run
 
-    check.apply_all = counted  # type: ignore[method-assign]
+    # Rejected during the replay or at the end.
+    check.check_partial = counted(check.check_partial)  # type: ignore[method-assign]
+    check.apply_all = counted(check.apply_all)          # type: ignore[method-assign]
     strategy = ReplayTrace()
     strategy.init(SearchContext(func, gen.generate(func), gen, set(), random.Random(3)))
     batch = strategy.generate(6)
@@ -113,3 +119,84 @@ def test_search_fills_its_batch_from_draws_that_fit():
     assert all(_most_vectors(check, c.sch) <= check.max_vectors for c in batch)
     ins = random_inputs(func)
     check_close(tt.build(batch[0].sch)(*ins), evaluate(func, ins)[0])
+
+
+class _AtTheEnd:
+    """The check as a plain post-processor: run once, after the whole replay."""
+
+    def __init__(self, check: VerifyRegisterTile) -> None:
+        self.check = check
+
+    def apply_all(self, sch: tt.Schedule, decisions: list | None = None) -> tt.Schedule:
+        return self.check.apply_all(sch, decisions)
+
+
+class _Counted(ParallelVectorizeUnroll):
+    """ParallelVectorizeUnroll that counts the draws it sees."""
+
+    calls = 0
+
+    def apply_all(self, sch: tt.Schedule, decisions: list | None = None) -> tt.Schedule:
+        _Counted.calls += 1
+        return super().apply_all(sch, decisions)
+
+
+def _fewest_vectors(check: VerifyRegisterTile, sch: tt.Schedule) -> int:
+    """The most vectors of any tile of ``sch`` counted as ``check_partial`` counts them:
+    its elements in whole vectors, however its loops are vectorized."""
+    return max(-(-check._tile(b, loops)[0] // check.lanes)
+               for b, loops in iter_blocks(sch.func.body))
+
+
+_C3D = tt.workloads.get("c3d", N=1, C=16, K=32, D=6, H=10, W=10)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, (1 << 30) - 1), st.sampled_from(["c2d", "c3d", "dense4"]))
+def test_the_check_during_the_replay_rejects_what_it_rejects_at_the_end(seed, name):
+    """``sample`` runs ``check_partial`` during the replay: a draw is rejected exactly
+    when the check at the end rejects it, a draw kept is the same program either way,
+    and a draw whose tile holds too many elements for the registers however it is
+    vectorized stops before the post-processors. Dense over 4 rows draws LowReuseDot's
+    space, whose tile is vectorized only by the post-processors."""
+    tgt = tt.Target.host()
+    func = {"c2d": tt.workloads.get("c2d"), "c3d": _C3D,
+            "dense4": tt.workloads.get("dense", M=4, K=128, N=64)}[name]
+    gen = _checked(tgt)
+    check = gen.postprocs[-1]
+    pvu = _Counted(cores=tgt.cores)
+    for space in gen.generate(func):
+        calls = _Counted.calls
+        early = sample(func, space, seed, [pvu, check])
+        ran = _Counted.calls - calls
+        late = sample(func, space, seed, [pvu, _AtTheEnd(check)])
+        assert (early is None) == (late is None)
+        if early is not None:
+            assert early.func.structural_hash() == late.func.structural_hash()
+            continue
+        plain = sample(func, space, seed, [pvu])
+        if plain is not None and _fewest_vectors(check, plain) > check.max_vectors:
+            assert ran == 0     # stopped in the replay, before the post-processors
+
+
+def test_the_check_during_the_replay_stops_doomed_draws():
+    """MultiLevelTiling vectorizes a tile's innermost loop before its write-back, so the
+    check counts the suite's C3D tiles (rows of 56 in whole vectors and a half) during
+    the replay as it would at the end: every draw it rejects stops before the
+    post-processors run."""
+    tgt = tt.Target.host()
+    gen = _checked(tgt)
+    pvu = _Counted(cores=tgt.cores)
+    func = tt.workloads.get("c3d")
+    spaces = gen.generate(func)
+    stopped, at_end = 0, 0
+    for seed in range(40):
+        space = spaces[seed % len(spaces)]
+        calls = _Counted.calls
+        if sample(func, space, seed, [pvu, gen.postprocs[-1]]) is None:
+            if _Counted.calls == calls:
+                stopped += 1
+            else:
+                at_end += 1
+    assert stopped > 0, "no draw rejected: the test shows nothing"
+    assert at_end == 0

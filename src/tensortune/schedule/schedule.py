@@ -159,6 +159,10 @@ class Schedule:
             return find_loop(self.func, self._loop(rv, "get"))[0]
         return self._get(rv, ExprRV, "get")
 
+    def block_name(self, rv: BlockRV) -> str:
+        """The name of the block ``rv`` stands for (it may no longer exist); not recorded."""
+        return str(self._get(rv, BlockRV, "block_name"))
+
     def block_names(self) -> list[str]:
         return [b.name for b, _ in iter_blocks(self.func.body)]
 

@@ -156,13 +156,16 @@ class Trace:
 
     def apply(self, sch: Any, decisions: dict[int, Any] | None = None, *, start: int = 0,
               env: dict[str, Any] | None = None,
-              on_sample: Callable[[int, dict[str, Any]], None] | None = None) -> None:
+              on_sample: Callable[[int, dict[str, Any]], None] | None = None,
+              after: Callable[[int, dict[str, Any]], None] | None = None) -> None:
         """Replay every instruction on ``sch`` (a fresh ``Schedule`` of the same function).
 
         ``start`` and ``env`` resume a replay: ``sch`` then holds the state before
         instruction ``start`` and ``env`` the random variables bound so far.
         ``on_sample(index, env)`` is called before each sampling instruction and once at
-        the end (index = len(self)), so a caller can keep snapshots to resume from."""
+        the end (index = len(self)), so a caller can keep snapshots to resume from.
+        ``after(index, env)`` is called after each instruction (``space.replay_check``:
+        a check that stops a doomed replay early by raising)."""
         dec = dict(self.decisions)
         dec.update(decisions or {})
         env = {} if env is None else env
@@ -184,6 +187,8 @@ class Trace:
                                  f"outputs on replay, the trace recorded {len(inst.outputs)}")
             for rv, new in zip(inst.outputs, outs):
                 env[rv.name] = new
+            if after is not None:
+                after(idx, env)
         if on_sample is not None:
             on_sample(len(self.insts), env)
 

@@ -35,8 +35,12 @@ class RandomComputeLocation(ScheduleRule):
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         blk = sch.get(block)
-        # Tiled reductions stay where MultiLevelTiling put them.
-        if blk.is_reduction and has_reuse(blk):
+        # Tiled reductions stay where MultiLevelTiling put them. Once their init is
+        # decomposed, has_reuse no longer sees a reduction: their accumulators' ``local``
+        # buffer marks them. (Their only location was the root: in every suite space the
+        # sampled location had one candidate, and the replay spent a compute_at on it.)
+        if blk.is_reduction and (has_reuse(blk) or
+                                 any(b.scope == "local" for b in writes(blk))):
             return [sch]
         # Outputs stay at the root, but an output reduction's partial results are still
         # placed among its loops: left at the root they are a heap array that the

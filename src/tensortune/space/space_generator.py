@@ -33,6 +33,7 @@ from .outer_reduction import OuterReduction
 from .parallel_vectorize_unroll import ParallelVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
 from .replay_cache import ReplayCache
+from .replay_check import replay_checks
 from .schedule_rule import ScheduleRule, has_reuse
 from .tiled_transpose import TiledTranspose
 from .verify_register_tile import VerifyRegisterTile
@@ -40,7 +41,11 @@ from .verify_register_tile import VerifyRegisterTile
 
 class Postproc(Protocol):
     """Runs on each drawn candidate; ``decisions`` fixes what it samples. Raising
-    ``ScheduleError`` rejects the draw."""
+    ``ScheduleError`` rejects the draw. A post-processor that only checks may also have
+    ``check_partial(sch, changing)``, which ``sample`` calls during the replay
+    (``replay_check``), so a doomed draw stops early: it must pass over the blocks named
+    in ``changing`` and raise only where ``apply_all`` would raise at the end
+    (VerifyRegisterTile)."""
 
     def apply_all(self, sch: Schedule, decisions: list | None = None) -> Schedule: ...
 
@@ -120,11 +125,14 @@ def sample(func: PrimFunc, space: Trace, seed: int,
         start, sch, env = hit
     else:
         sch = Schedule(func, seed=seed, verify=False)
+    checks = [c for p in postprocs if (c := getattr(p, "check_partial", None)) is not None]
     try:
         Trace(space.insts).apply(sch, dec, start=start, env=env,
-                                 on_sample=cache.recorder(space, sch) if cache else None)
+                                 on_sample=cache.recorder(space, sch) if cache else None,
+                                 after=replay_checks(space, sch, checks) if checks else None)
         for i, p in enumerate(postprocs):
             p.apply_all(sch, post_decisions[i] if i < len(post_decisions) else None)
     except (ScheduleError, TraceError):
         return None
     return sch
+
