@@ -153,3 +153,18 @@ def test_tune_checks_on_the_inputs_of_an_npz_file(tmp_path, capsys):
     assert "takes inputs X; the file has no X (it has Z)" in err
     assert main(["tune", target, "--trials", "2", "--inputs", str(ops)]) == 2
     assert "not a NumPy .npz file" in capsys.readouterr().err
+
+
+def test_tune_says_when_the_space_ran_out_before_the_trials(tmp_path, capsys):
+    """An element-wise function has a few distinct programs: asked for 64 trials, the
+    run measures those and says why it stopped."""
+    ops = tmp_path / "ew.py"
+    ops.write_text(
+        "from tensortune import te\n"
+        "def scale():\n"
+        "    x = te.placeholder((64, 64), name='X')\n"
+        "    y = te.compute((64, 64), lambda i, j: x[i, j] * 2.0 + 1.0, name='Y')\n"
+        "    return te.create_func([x, y], name='scale')\n")
+    assert main(["tune", f"{ops}:scale", "--trials", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "of 64 trials: the search proposed no program it had not measured" in out

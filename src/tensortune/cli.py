@@ -101,6 +101,12 @@ def _tune(args: argparse.Namespace) -> int:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    if res.exhausted and res.trials < args.trials:
+        # Not an error: a small space (an element-wise function has a few distinct
+        # programs) is measured whole, and asking for more trials would change nothing.
+        console.print(f"stopped after {res.trials} of {args.trials} trials: the search "
+                      "proposed no program it had not measured (the design space holds "
+                      "no more distinct programs, or none whose C differs)")
     if res.waited:
         console.print(f"waited {res.waited:.1f} s for the machine to be as quiet as it was "
                       "(another process was busy); candidates are timed only then")

@@ -58,6 +58,7 @@ class TuneResult:
     target: Target | None = None
     waited: float = 0.0              # seconds the load guard waited for a quiet machine
     twins: int = 0                   # candidates whose C was timed before: not re-timed
+    exhausted: bool = False          # stopped short: the search proposed nothing new
 
     @property
     def best_latency(self) -> float:
@@ -462,6 +463,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     result.seconds = time.perf_counter() - t0
     result.waited = task.guard.waited if task.guard is not None else 0.0
     result.twins = task.twins
+    result.exhausted = task.exhausted
     result.record = task.best_record()
     return result
 
