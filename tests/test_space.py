@@ -211,12 +211,43 @@ def test_nest_led_by_a_packed_copy_still_runs_in_parallel():
           for k in ("sample_tile", "sample_perfect_tile", "sample_compute_location")}
     dec = {at["sample_tile"][0]: [1, 8, 1, 4], at["sample_perfect_tile"][0]: [1, 16],
            at["sample_perfect_tile"][1]: [4, 1, 1, 16], at["sample_compute_location"][0]: 1}
-    sch = sample(f, space, 0, gen.postprocs, dec, [[0, 0]])
+    # Jobs decision 1: one job per core (this function is small enough that 0 is none).
+    sch = sample(f, space, 0, gen.postprocs, dec, [[1, 0]])
     assert sch is not None
     text = str(sch.func)
     assert "parallel(" in text and text.index("parallel(") < text.index("B_global[")
     a, b = random_inputs(f)
     check_close(tt.build(sch)(a, b), a.astype(np.float64) @ b)
+
+
+def test_a_small_function_may_run_on_one_core():
+    """Below ``SMALL`` iterations the jobs decision offers none (one core) besides one
+    and four per core; each choice computes the reference. A suite-sized function keeps
+    one, four and sixteen per core."""
+    from tensortune.reference import check_close, evaluate, random_inputs
+    from tensortune.space.parallel_vectorize_unroll import SMALL
+
+    x = te.placeholder((64, 64), name="X")
+    y = te.compute((64, 64), lambda i, j: x[i, j] * 2.0 + 1.0, name="Y")
+    f = te.create_func([x, y], name="scale")
+    assert 64 * 64 <= SMALL
+    gen = PostOrderApply.default(TARGET)
+    space = gen.generate(f)[0]
+    ins = random_inputs(f)
+    kinds = set()
+    for jobs in range(3):
+        sch = sample(f, space, 0, gen.postprocs, {}, [[jobs, 0]])
+        assert sch is not None
+        choice = [i for i in sch.trace.insts if i.kind == "sample_categorical"][-2]
+        assert choice.attr("candidates") == [0, TARGET.cores, 4 * TARGET.cores]
+        kinds.add("parallel(" in str(sch.func))
+        check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+    assert kinds == {True, False}       # one core for jobs 0, parallel loops otherwise
+    big = tt.workloads.get("gmm")
+    sch = sample(big, gen.generate(big)[0], 0, gen.postprocs)
+    assert sch is not None
+    choice = [i for i in sch.trace.insts if i.kind == "sample_categorical"][-2]
+    assert choice.attr("candidates") == [TARGET.cores, 4 * TARGET.cores, 16 * TARGET.cores]
 
 
 DRAWN = {n: tt.workloads.get(n, small=True) for n in ("gmm", "c1d", "bmm", "dep", "nrm", "smx")}

@@ -3,11 +3,19 @@ fuse its leading spatial loops (up to a sampled multiple of the core count) and 
 in parallel; vectorize every block's innermost spatial loop that is still serial; ask the
 compiler to unroll innermost reduction loops by a sampled depth.
 
+A function of little work (``SMALL`` iterations over all its blocks) may also stay on one
+core: starting and joining the OpenMP threads costs more than its loops. Scaling a
+64 x 64 array ran in 0.20-0.28 us on one core and 0.68-0.95 us on two; at 256 x 256 two
+cores won, 3.2-4.3 us against 4.7-5.9 (RESULTS.md). Its job choices are then none, one
+and four per core, so the search measures both and keeps the faster.
+
 Example:
     >>> ParallelVectorizeUnroll(cores=2).apply_all(sch)
 """
 
 from __future__ import annotations
+
+import math
 
 from ..codegen.c import unroll_pragma_applies
 from ..errors import ScheduleError
@@ -17,26 +25,32 @@ from ..tir.functor import walk
 from ..tir.stmt import PRAGMA_UNROLL, For, ForKind
 from .schedule_rule import loop_kinds
 
+# Iterations (summed over a function's blocks) up to which running on one core is a choice.
+SMALL = 1 << 17
+
 
 class ParallelVectorizeUnroll:
     def __init__(self, cores: int, jobs_per_core: tuple[int, ...] = (1, 4, 16),
-                 unroll_depths: tuple[int, ...] = (0, 4, 16), max_vector: int = 256) -> None:
+                 unroll_depths: tuple[int, ...] = (0, 4, 16), max_vector: int = 256,
+                 small_jobs_per_core: tuple[int, ...] = (0, 1, 4)) -> None:
         self.cores = cores
         self.jobs_per_core = jobs_per_core
+        self.small_jobs_per_core = small_jobs_per_core
         self.unroll_depths = unroll_depths
         self.max_vector = max_vector
 
     def apply_all(self, sch: Schedule, decisions: list | None = None) -> Schedule:
         """Apply to every nest; ``decisions`` fixes the two sampled choices (jobs, unroll)."""
         dec = list(decisions or [None, None])
-        n = len(self.jobs_per_core)
-        jobs = sch.sample_categorical([self.cores * j for j in self.jobs_per_core],
+        per_core = self.small_jobs_per_core if _work(sch) <= SMALL else self.jobs_per_core
+        n = len(per_core)
+        jobs = sch.sample_categorical([self.cores * j for j in per_core],
                                       [1.0 / n] * n, decision=dec[0])
         m = len(self.unroll_depths)
         unroll = sch.sample_categorical(list(self.unroll_depths), [1.0 / m] * m,
                                         decision=dec[1])
         max_jobs = sch.get(jobs)
-        for top in children(sch.func.body):
+        for top in children(sch.func.body) if max_jobs else ():
             # The first block decides, unless its outer loops are not its own spatial
             # loops (a packed copy placed inside a tile walk does not move with the row
             # loop around it): then the next block that can run its nest in parallel.
@@ -158,3 +172,10 @@ class ParallelVectorizeUnroll:
         except ScheduleError:
             return kinds
         return loop_kinds(sch, block)
+
+
+def _work(sch: Schedule) -> int:
+    """Iterations of the function's blocks, summed: of the function as written, so that
+    every draw of it has the same job choices."""
+    return sum(math.prod(lp.extent for lp in loops)
+               for _, loops in iter_blocks(sch.original.body))
