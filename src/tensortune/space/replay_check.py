@@ -5,9 +5,9 @@ A drawn program is replayed from its design space's trace and then post-processe
 check such as VerifyRegisterTile's (a register tile too large for the registers) used to
 reject it only at the end. In a 128-trial C3D search 795 of 1,041 fresh draws were
 rejected, nearly all by that check, and in a 64-trial one their full replays took as long
-as all the kept draws' (RESULTS.md). A
-block's tile is complete once its accumulators have their ``local`` buffer
-(``cache_write``), which MultiLevelTiling does halfway through the trace.
+as all the kept draws' (RESULTS.md). A block's tile is complete once its accumulators
+have their ``local`` buffer (``cache_write``), which MultiLevelTiling does halfway
+through the trace.
 
 So ``sample`` runs a post-processor's ``check_partial(sch, changing)`` during the replay,
 once an instruction has added a buffer, passing the blocks that instructions still to

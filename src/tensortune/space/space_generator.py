@@ -135,4 +135,3 @@ def sample(func: PrimFunc, space: Trace, seed: int,
     except (ScheduleError, TraceError):
         return None
     return sch
-
