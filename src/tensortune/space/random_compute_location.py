@@ -26,7 +26,7 @@ from ..tir.arith import affine
 from ..tir.expr import BufferLoad, Select
 from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Block, Buffer, BufferStore, ForKind, PrimFunc
-from .schedule_rule import ScheduleRule, has_reuse
+from .schedule_rule import ScheduleRule, has_reuse, register_tiled
 
 
 class RandomComputeLocation(ScheduleRule):
@@ -35,12 +35,10 @@ class RandomComputeLocation(ScheduleRule):
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         blk = sch.get(block)
-        # Tiled reductions stay where MultiLevelTiling put them. Once their init is
-        # decomposed, has_reuse no longer sees a reduction: their accumulators' ``local``
-        # buffer marks them. (Their only location was the root: in every suite space the
-        # sampled location had one candidate, and the replay spent a compute_at on it.)
-        if blk.is_reduction and (has_reuse(blk) or
-                                 any(b.scope == "local" for b in writes(blk))):
+        # Tiled reductions stay where MultiLevelTiling put them, their init decomposed
+        # or not. (Their only location was the root: in every suite space the sampled
+        # location had one candidate, and the replay spent a compute_at on it.)
+        if has_reuse(blk) or register_tiled(blk):
             return [sch]
         # Outputs stay at the root, but an output reduction's partial results are still
         # placed among its loops: left at the root they are a heap array that the

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 from ..schedule import BlockRV, ExprRV, LoopRV, Schedule
+from ..schedule.tree import writes
 from ..tir.expr import BufferLoad, Select, Var
 from ..tir.functor import free_vars, iter_exprs, stores_in
 from ..tir.stmt import Block, BufferStore
@@ -80,6 +81,13 @@ def sample_parts(sch: Schedule, extent: int, cores: int, per_core: tuple[int, ..
     if not parts:
         return None
     return sch.sample_categorical(parts, [1.0 / len(parts)] * len(parts))
+
+
+def register_tiled(blk: Block) -> bool:
+    """A reduction whose accumulators are a ``local`` buffer (its ``cache_write``): a
+    register tile, as MultiLevelTiling and LowReuseDot make them. Unlike ``has_reuse``
+    it still holds once the init is decomposed."""
+    return blk.is_reduction and any(b.scope == "local" for b in writes(blk))
 
 
 def has_reuse(blk: Block) -> bool:

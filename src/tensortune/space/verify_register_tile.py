@@ -41,9 +41,10 @@ from ..codegen.simd import chunk_plan
 from ..codegen.target import Target
 from ..errors import ScheduleError
 from ..schedule import Schedule
-from ..schedule.tree import iter_blocks, writes
+from ..schedule.tree import iter_blocks
 from ..tir.functor import free_vars
 from ..tir.stmt import Block, For, ForKind
+from .schedule_rule import register_tiled
 
 
 class VerifyRegisterTile:
@@ -99,7 +100,7 @@ class VerifyRegisterTile:
         """The elements of ``blk``'s register tile (0 if it has none), the lanes of its
         vectorized loop and the vectors that loop is emitted as (1 and 1 if none), and
         whether that loop is the block's innermost."""
-        if not blk.is_reduction or not any(b.scope == "local" for b in writes(blk)):
+        if not register_tiled(blk):
             return 0, 1, 1, False
         red: set = set()
         spatial: set = set()
