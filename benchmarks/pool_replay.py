@@ -49,7 +49,7 @@ def capture(workload: str, trials: int, out: Path) -> None:
 
     draw_pool.DrawPool.draw = record_draw  # type: ignore[method-assign]
     draw_pool.DrawPool.emit = record_emit  # type: ignore[method-assign]
-    tune_mod = importlib.import_module("tensortune.search.tune")
+    tune_mod = importlib.import_module("tensortune.search.tuning_task")
     seen: dict[str, Any] = {}
     init = tune_mod.TuningTask.__init__
 

@@ -245,7 +245,7 @@ def test_bundled_prior_leaves_out_the_tuned_workload_and_other_feature_sets(tmp_
 def test_a_fresh_tuning_run_ranks_its_first_batch_with_the_prior(tmp_path):
     import tensortune as tt
     from tensortune.database import Database
-    from tensortune.search.tune import TuningTask
+    from tensortune.search.tuning_task import TuningTask
 
     f = tt.workloads.get("gmm", M=32, N=32, K=16)
     # An AVX2-width target, so the test holds on hosts of any width (each width has its

@@ -17,7 +17,7 @@ from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.search import EvolutionarySearch, SearchContext
 from tensortune.search.draw_pool import DrawPool, PoolError, Shares
 from tensortune.search.search_strategy import ReplayTrace
-from tensortune.search.tune import TuningTask
+from tensortune.search.tuning_task import TuningTask
 from tensortune.space import PostOrderApply, ScheduleFn
 
 FUNC = tt.workloads.get("gmm", M=24, N=40, K=12)

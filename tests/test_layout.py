@@ -247,8 +247,9 @@ def test_packed_copies_walk_their_destination_in_order(seed):
     """A pack's innermost loop runs along the destination's last axis at unit stride (in
     source order every store of the repacked weights lands a row apart)."""
     from tensortune.codegen.lower import flatten_blocks
-    from tensortune.tir.arith import linear, simplify
+    from tensortune.tir.arith import simplify
     from tensortune.tir.functor import walk_with_loops
+    from tensortune.tir.linear import linear
     from tensortune.tir.stmt import BufferStore
 
     funcs = {"c2d": tt.workloads.get("c2d", C=16, K=32, H=8, W=8),

@@ -415,7 +415,7 @@ def test_retime_keeps_each_best_records_quietest_timing_and_drops_a_failed_check
 
     from tensortune.database import Database
     from tensortune.measure import LocalBuilder, LocalRunner
-    from tensortune.search.tune import TuningTask
+    from tensortune.search.tuning_task import TuningTask
 
     f = FUNCS["gmm"]
     db = Database(tmp_path / "t.db")
@@ -502,7 +502,7 @@ def test_stand_ins_replace_candidates_whose_c_was_timed(tmp_path):
     from tensortune.measure import LocalBuilder, LocalRunner
     from tensortune.search import SearchStrategy
     from tensortune.search.search_strategy import Candidate
-    from tensortune.search.tune import TuningTask
+    from tensortune.search.tuning_task import TuningTask
 
     f = FUNCS["gmm"]
 
@@ -553,7 +553,7 @@ def test_a_task_whose_proposals_all_lower_to_timed_c_is_exhausted(tmp_path):
     from tensortune.measure import LocalBuilder, LocalRunner
     from tensortune.search import SearchStrategy
     from tensortune.search.search_strategy import Candidate
-    from tensortune.search.tune import BARREN_BATCHES, TuningTask
+    from tensortune.search.tuning_task import BARREN_BATCHES, TuningTask
 
     f = FUNCS["gmm"]
 
@@ -613,7 +613,7 @@ def test_search_trials_time_short_loops_and_the_retiming_long_ones(tmp_path, mon
 @pytest.mark.parametrize("double_after", [8, None])
 def test_batches_double_once_double_after_trials_are_measured(tmp_path, monkeypatch,
                                                               double_after):
-    from tensortune.search.tune import TuningTask
+    from tensortune.search.tuning_task import TuningTask
 
     asked: list[int] = []
     step = TuningTask.step

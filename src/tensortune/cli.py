@@ -15,6 +15,8 @@ import argparse
 import sys
 from typing import Any
 
+from .cli_model import tune_model_command
+
 
 def _shape(text: str | None) -> dict[str, int]:
     if not text:
@@ -114,89 +116,6 @@ def _tune(args: argparse.Namespace) -> int:
         console.print("[red]no candidate passed the checks[/]")
         return 1
     return 0
-
-
-def _load_model(spec: str) -> Any:
-    from tensortune.errors import TensorTuneError
-    from tensortune.user_file import load_attr
-
-    obj = load_attr(spec)
-    import torch
-
-    model = obj if isinstance(obj, torch.nn.Module) else obj()
-    if not isinstance(model, torch.nn.Module):
-        raise TensorTuneError(f"{spec} gave {type(model).__name__}, not a torch.nn.Module")
-    return model.eval()
-
-
-def _example_input(text: str) -> Any:
-    import torch
-
-    shape, _, kind = text.partition(":")
-    try:
-        dims = [int(d) for d in shape.split(",")]
-    except ValueError:
-        raise SystemExit(f"--input: expected a shape like 1,3,224,224[:int], got "
-                         f"{text!r}") from None
-    if kind == "int":
-        return torch.randint(0, 2, dims)
-    return torch.randn(*dims)
-
-
-def _tune_model(args: argparse.Namespace) -> int:
-    import time
-
-    from rich.console import Console
-    from rich.live import Live
-    from rich.table import Table
-
-    import tensortune as tt
-
-    console = Console()
-    model = _load_model(args.model)
-    xs = tuple(_example_input(t) for t in args.input)
-    states: dict[str, Any] = {}
-    last = [0.0]
-
-    def view(ev: dict[str, Any] | None = None) -> Table:
-        title = args.model
-        if ev:
-            est = ev["objective"]
-            title += (f": {ev['spent']}/{ev['total']} trials, {ev['elapsed']:.0f} s, kernel "
-                      "time " + (f"{est * 1e3:.3f} ms" if est < float("inf") else
-                                 "n/a until every task has a valid kernel"))
-        table = Table(title=title)
-        for col in ("task", "weight", "trials", "best (us)", "GFLOP/s", "errors", "share"):
-            table.add_column(col, justify="left" if col == "task" else "right")
-        total = sum(s.cost for s in states.values() if s.best_latency < float("inf"))
-        for st in states.values():
-            ok = st.best_latency < float("inf")
-            table.add_row(st.name, f"{st.weight:.0f}", str(st.trials),
-                          f"{st.best_latency * 1e6:.1f}" if ok else "-",
-                          f"{st.flops / st.best_latency / 1e9:.1f}" if ok else "-",
-                          str(st.errors), f"{100 * st.cost / total:.1f}%" if ok else "-")
-        return table
-
-    with Live(view(), console=console, refresh_per_second=2) as live:
-        def progress(st: Any, ev: dict[str, Any]) -> None:
-            states.update((s.name, s) for s in ev["states"])
-            if time.perf_counter() - last[0] > 0.5 or ev["spent"] == ev["total"]:
-                last[0] = time.perf_counter()
-                live.update(view(ev))
-        compiled = tt.compile_model(model, xs if len(xs) > 1 else xs[0], trials=args.trials,
-                                    database=args.db, scheduler=args.scheduler,
-                                    seed=args.seed, progress=progress)
-    console.print(compiled.summary())
-    with __import__("torch").no_grad():
-        want = model(*xs)
-    got = compiled(*xs)
-    err = float((got - want).abs().max() / max(float(want.abs().max()), 1e-30))
-    t0 = time.perf_counter()
-    for _ in range(3):
-        compiled(*xs)
-    console.print(f"end to end {1e3 * (time.perf_counter() - t0) / 3:.3f} ms per call; "
-                  f"relative error against PyTorch {err:.1e}")
-    return 0 if err < 1e-3 else 1
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -364,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                          "model's latency (default), or in turn")
     tm.add_argument("--seed", type=int, default=None,
                     help="seed of the search's random choices (default: a fresh one)")
-    tm.set_defaults(fn=_tune_model)
+    tm.set_defaults(fn=tune_model_command)
     sub.choices["show"].add_argument("--c", action="store_true", help="print the C source")
     sub.choices["show"].set_defaults(fn=_show)
     db = sub.add_parser("db", help="list, export or import a tuning database")

@@ -36,8 +36,9 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
-from ..tir.arith import linear_parts, simplify
+from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes, is_float
+from ..tir.linear import linear_parts
 from ..tir.stmt import BufferStore, For, ForKind
 from .c_header import vector_type
 from .transpose import register_zips, zip_rounds

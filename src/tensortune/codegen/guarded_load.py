@@ -27,9 +27,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..tir.analysis import conjuncts
-from ..tir.arith import linear_parts, simplify
+from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, substitute
+from ..tir.linear import linear_parts
 from .c_header import vector_type
 
 if TYPE_CHECKING:

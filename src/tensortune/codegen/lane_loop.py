@@ -40,9 +40,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..tir.arith import linear_parts, simplify
+from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes
 from ..tir.functor import loads_in, rewrite_expr, rewrite_stmt, stores_in, substitute
+from ..tir.linear import linear_parts
 from ..tir.stmt import Buffer, For, ForKind, Stmt
 from .c_header import CTYPE, vector_type
 

@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..tir.analysis import conjuncts
-from ..tir.arith import Ranges, linear
+from ..tir.arith import Ranges
 from ..tir.expr import BinOp, Expr, IntImm, Select, Var
 from ..tir.functor import iter_exprs, stmt_exprs, substitute_stmt, walk
+from ..tir.linear import linear
 from ..tir.stmt import Allocate, For, ForKind, IfThenElse, Seq, Stmt, seq
 
 MAX_BODY = 64  # statements in a loop body worth copying into three parts

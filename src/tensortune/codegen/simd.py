@@ -17,9 +17,10 @@ Example (the inner loops of a register-tiled matmul)::
 
 from __future__ import annotations
 
-from ..tir.arith import linear_parts, simplify
+from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
+from ..tir.linear import linear_parts
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
 from .c import CEmitter
 from .c_header import CTYPE, c_float, vector_type

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..tir.analysis import conjunction, conjuncts
-from ..tir.arith import Ranges, bound, structural_key
+from ..tir.arith import Ranges, bound
 from ..tir.expr import BinOp, BufferLoad, Expr, FloatImm, IntImm, Var, is_float
 from ..tir.functor import (
     free_vars,
@@ -46,6 +46,7 @@ from ..tir.functor import (
     stmt_exprs,
     walk,
 )
+from ..tir.linear import structural_key
 from ..tir.stmt import (
     Allocate,
     Buffer,

@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..tir.arith import evaluate_grid, linear, linear_parts, simplify
+from ..tir.arith import evaluate_grid, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes, is_float
 from ..tir.functor import free_vars, iter_exprs, substitute
+from ..tir.linear import linear, linear_parts
 from ..tir.stmt import Buffer, BufferStore, For, ForKind, Stmt
 from .c_header import vector_type
 

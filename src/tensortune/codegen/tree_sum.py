@@ -29,9 +29,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..tir.arith import linear_parts, simplify
+from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, is_float
 from ..tir.functor import free_vars
+from ..tir.linear import linear_parts
 from ..tir.stmt import BufferStore, For, ForKind, IfThenElse, Seq
 from .c_header import vector_type
 

@@ -19,7 +19,8 @@ from ..database import Database, DatabaseError
 from ..kernel import Kernel, build
 from ..search.records import best_record
 from ..search.task_scheduler import TaskScheduler, TaskState
-from ..search.tune import _open, compile, tuned_func
+from ..search.tune import compile, tuned_func
+from ..search.tuning_task import _open
 from ..tir.stmt import PrimFunc
 from .executor import Executor
 from .fuse import Group, Task, extract_tasks, fuse

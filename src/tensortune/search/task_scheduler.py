@@ -44,7 +44,8 @@ from ..measure.builder import SHARE
 from ..tir.analysis import flop_count
 from ..tir.functor import blocks_in
 from ..tir.stmt import PrimFunc
-from .tune import SEARCH_REPEAT_MS, TuningTask, _open, tuned_func
+from .tune import SEARCH_REPEAT_MS, tuned_func
+from .tuning_task import TuningTask, _open
 
 
 def op_kind(func: PrimFunc) -> tuple:

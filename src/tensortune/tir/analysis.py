@@ -11,9 +11,10 @@ Example:
 
 from __future__ import annotations
 
-from .arith import Ranges, bound, from_linear, linear, simplify
+from .arith import Ranges, bound, simplify
 from .expr import BinOp, Expr, IntImm, Var, as_int, structural_equal
 from .functor import free_vars, substitute
+from .linear import from_linear, linear
 
 
 def conjuncts(e: Expr | None) -> list[Expr]:
