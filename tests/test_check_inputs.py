@@ -87,3 +87,29 @@ def test_indices_into_a_short_table_are_checked_on_the_users_indices():
     res = tt.tune(func, trials=4, seed=0, inputs=[t, ix])
     assert res.errors == 0
     np.testing.assert_array_equal(res.kernel(t, ix), t[ix])
+
+
+def test_compile_checks_a_stale_best_on_the_users_own_inputs(tmp_path):
+    """A best record timed with other C than this code generator writes is timed and
+    checked again by ``tt.compile``: on the inputs the user gives it, since random ones
+    make this reference NaN; without them, the error says to pass them."""
+    import dataclasses
+
+    from tensortune.database import Database
+    from tensortune.measure import source_hash
+
+    func = _shifted_log()
+    x = np.random.default_rng(6).uniform(2.5, 3.5, (8, 8)).astype(np.float32)
+    path = tmp_path / "log.db"
+    tt.tune(func, trials=4, seed=0, inputs=[x], database=path, retime_top=0)
+    db = Database(path)
+    wl, fp = func.structural_hash(), tt.Target.host().fingerprint()
+    best = db.top_k(wl, fp, 1)[0]
+    db.update_timing(dataclasses.replace(best, source="0" * 16))   # "an older tensortune"
+    with pytest.raises(CheckError, match=r"shifted_log: .* nan .*compile"):
+        tt.compile(func, database=db)
+    kernel = tt.compile(func, database=db, inputs=[x])
+    again = next(r for r in db.records(wl, fp) if r.program == best.program)
+    assert again.ok and again.source == source_hash(kernel.source)
+    np.testing.assert_allclose(kernel(x), np.log(x.astype(np.float64) - 2.0),
+                               rtol=1e-5, atol=1e-6)

@@ -125,8 +125,8 @@ def reference_case(func: PrimFunc, seed: int = 0) -> tuple[list[np.ndarray], lis
     raise CheckError(
         f"{func.name}: {fault} on random inputs in {spans}, so no candidate can be checked "
         "against it; every candidate is checked on such inputs, and its outputs must be "
-        "finite. Pass inputs it is finite on (tune(..., inputs=[...])), or write it so "
-        "that it is finite there")
+        "finite. Pass inputs it is finite on (tune(..., inputs=[...]), and the same to "
+        "compile), or write it so that it is finite there")
 
 
 def eval_expr(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..measure import BuildInput, BuildResult, LocalBuilder, LocalRunner, source_hash
 from ..measure.runner import MIN_REPEAT_MS
-from ..reference import reference_case
+from ..reference import given_case, reference_case
 from ..schedule import Schedule
 from ..tir.stmt import PrimFunc
 
@@ -122,13 +123,15 @@ def _lowered(func: PrimFunc, rec: TuningRecord, target: Target) -> tuple[Schedul
 
 
 def fresh_best(func: PrimFunc, db: Database, target: Target, *, k: int = 5,
-               rounds: int = 5) -> tuple[TuningRecord, Schedule, str]:
+               rounds: int = 5, inputs: Sequence[np.ndarray] | None = None
+               ) -> tuple[TuningRecord, Schedule, str]:
     """The best record of ``func`` for ``target`` with its timing taken under the current
     code generator, with its schedule and C source. While the best record's program lowers
     to C other than the C it timed (a record from an older tensortune, or one stored
     before schema 3 kept the hash), the ``k`` best are timed again in the same rounds,
-    checked against the reference, and stored; then the best is looked up again. A
-    database whose best is current costs one lowering."""
+    checked against the reference (on ``inputs`` when given, as ``tune`` takes them; else
+    on random inputs), and stored; then the best is looked up again. A database whose best
+    is current costs one lowering."""
     ins: list[np.ndarray] | None = None
     expected: list[np.ndarray] = []
     for _ in range(3):   # a stale record beyond the k re-timed may come first next time
@@ -137,7 +140,8 @@ def fresh_best(func: PrimFunc, db: Database, target: Target, *, k: int = 5,
         if low is not None and rec.source == source_hash(low[1]):
             return rec, *low
         if ins is None:
-            ins, expected = reference_case(func)
+            ins, expected = (reference_case(func) if inputs is None
+                             else given_case(func, inputs))
         top = db.top_k(func.structural_hash(), target.fingerprint(), k)
         with LocalRunner() as runner:
             retime_records(db, func, top, LocalBuilder(target), runner, ins, expected, rounds)

@@ -190,17 +190,20 @@ def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
 
 
 def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
-            target: Target | None = None, retime: bool = True) -> Kernel:
+            target: Target | None = None, retime: bool = True,
+            inputs: Sequence[np.ndarray] | None = None) -> Kernel:
     """The kernel of the best checked record for ``func`` on this machine; no search.
     With ``retime``, a best record whose program now lowers to other C than the one it
     timed (the database is older than this tensortune's code generator) is timed and
     checked again with the next best before the kernel is built (``records.fresh_best``);
-    without it the stored timings decide. A path with no database file is an error, not a
-    new empty database."""
+    without it the stored timings decide. Such records are checked on ``inputs`` when
+    given (those ``tune`` took, for a function whose reference is finite only on some
+    inputs), else on random inputs. A path with no database file is an error, not a new
+    empty database."""
     tgt = target or Target.host()
     db = database if isinstance(database, Database) else Database.existing(database)
     func = tuned_func(func, db, tgt)
     if not retime:
         return build(replay(func, best_record(func, db, tgt)), tgt)
-    _, sch, source = fresh_best(func, db, tgt)
+    _, sch, source = fresh_best(func, db, tgt, inputs=inputs)
     return build(sch, tgt, source)
