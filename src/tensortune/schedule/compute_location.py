@@ -22,6 +22,7 @@ from ..tir.functor import free_vars, stores_in, substitute
 from ..tir.stmt import Block, Buffer, For, PrimFunc, Stmt, seq
 from .tree import (
     Path,
+    access_loop_vars,
     blocks_under,
     children,
     find_block,
@@ -29,6 +30,7 @@ from .tree import (
     iter_blocks,
     loads_of,
     order,
+    readers,
     reads,
     remove_block,
     replace_loop,
@@ -274,3 +276,36 @@ def reverse_compute_at(func: PrimFunc, name: str, var: Var) -> PrimFunc:
     nest = _nest(blk, spans, lpath + (loop,))
     f2 = remove_block(func, name)
     return _insert(f2, var, nest, lambda parts: len(parts))
+
+
+def location_candidates(func: PrimFunc, name: str, stop: Var | None = None,
+                        upto: int | None = None) -> list[Var | None]:
+    """``Schedule.compute_location_candidates`` of block ``name``: None (root), then each
+    loop of its consumer, outermost first, where compute_at is legal and the consumer's
+    reads of the block's output move with the loop; with ``stop``, only loops enclosing
+    that loop of the consumer; with ``upto``, possibly ending once index ``upto`` is in.
+
+    Example:
+        >>> location_candidates(func, "pad")          # [None, <i>, <j>]
+    """
+    blk, _ = find_block(func, name)
+    out: list[Var | None] = [None]
+    if upto is not None and upto < 1:
+        return out
+    cons = [c for b in writes(blk) for c in readers(func, b)]
+    if not cons:
+        return out
+    con, path = find_block(func, cons[0].name)
+    if stop is not None:
+        at = [i for i, lp in enumerate(path) if lp.var is stop]
+        if not at:
+            raise ScheduleError(f"sample_compute_location: loop {stop.name} does not "
+                                f"enclose block {cons[0].name}, the consumer of {name}")
+        path = path[:at[0]]
+    moving = access_loop_vars(con, writes(blk))
+    for lp in path:
+        if lp.var in moving and can_compute_at(func, name, lp.var):
+            out.append(lp.var)
+            if upto is not None and len(out) > upto:
+                break
+    return out

@@ -116,3 +116,42 @@ def check_categorical(decision: Any, n: int, where: str) -> int:
     check(isinstance(decision, int) and 0 <= decision < n,
           f"{where}: decision {decision} must be an index in [0, {n})")
     return int(decision)
+
+
+def tile_decision(rng: random.Random, kind: str, loop: str, extent: int, n: int,
+                  max_innermost: int, decision: list[int] | None, inner: int,
+                  recorded_extent: int | None, multiple: int = 1
+                  ) -> tuple[list[int], dict[str, Any]]:
+    """The checked factors of ``sample_perfect_tile`` or ``sample_tile`` (``kind``) on a
+    loop named ``loop`` of ``extent`` (drawn when ``decision`` is None), and the attributes
+    its trace instruction records. ``recorded_extent``: the extent a replayed trace tiled.
+
+    Example:
+        >>> tile_decision(random.Random(0), "sample_perfect_tile", "j", 64, 2, 16, None, 1,
+        ...               None)     # ([4, 16], {"n": 2, "max_innermost_factor": 16})
+    """
+    where = f"{kind}({loop})"
+    perfect = kind == "sample_perfect_tile"
+    check(1 <= inner <= n and (n >= 2 or perfect), f"{where}: inner={inner} must be in [1, n={n}]")
+    check(recorded_extent is None or recorded_extent == extent,
+          f"{where}: the trace tiled a loop of extent {recorded_extent}, this one has {extent}")
+    check(multiple >= 1 and (perfect or multiple == 1),
+          f"{where}: multiple={multiple} must be a positive int (sample_perfect_tile only)")
+    if decision is None:
+        if perfect:
+            decision = sample_perfect_tile(rng, extent, n, max_innermost, inner, multiple)
+        else:
+            decision = sample_tile(rng, extent, n, max_innermost, inner)
+    if perfect:
+        decision = check_perfect_tile(decision, extent, n, max_innermost, where, inner,
+                                      multiple)
+    else:
+        decision = check_tile(decision, extent, n, max_innermost, where, inner)
+    attrs: dict[str, Any] = {"n": n, "max_innermost_factor": max_innermost}
+    if not perfect:
+        attrs |= {"inner": inner, "extent": extent}
+    elif inner != 1:
+        attrs["inner"] = inner
+    if multiple != 1:
+        attrs["multiple"] = multiple
+    return decision, attrs

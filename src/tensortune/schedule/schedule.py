@@ -34,7 +34,6 @@ from . import cache, compute_location, inline, loops, reduction, sampling
 from .index_map import IndexMap
 from .trace import BlockRV, ExprRV, Instruction, LoopRV, RootRV, Trace
 from .tree import (
-    access_loop_vars,
     find_block,
     find_loop,
     iter_blocks,
@@ -316,34 +315,10 @@ class Schedule:
                       decision: list[int] | None, inner: int, extent: int | None,
                       multiple: int = 1) -> list[ExprRV]:
         lp, _ = find_loop(self.func, self._loop(loop, kind))
-        where = f"{kind}({lp.var.name})"
-        check(1 <= inner <= n and (n >= 2 or kind == "sample_perfect_tile"),
-              f"{where}: inner={inner} must be in [1, n={n}]")
-        check(extent is None or extent == lp.extent,
-              f"{where}: the trace tiled a loop of extent {extent}, this one has {lp.extent}")
-        perfect = kind == "sample_perfect_tile"
-        check(multiple >= 1 and (perfect or multiple == 1),
-              f"{where}: multiple={multiple} must be a positive int (sample_perfect_tile only)")
-        if decision is None:
-            if perfect:
-                decision = sampling.sample_perfect_tile(self.rng, lp.extent, n, max_innermost,
-                                                        inner, multiple)
-            else:
-                decision = sampling.sample_tile(self.rng, lp.extent, n, max_innermost, inner)
-        if perfect:
-            decision = sampling.check_perfect_tile(decision, lp.extent, n, max_innermost,
-                                                   where, inner, multiple)
-        else:
-            decision = sampling.check_tile(decision, lp.extent, n, max_innermost, where,
-                                           inner)
+        decision, attrs = sampling.tile_decision(self.rng, kind, lp.var.name, lp.extent, n,
+                                                 max_innermost, decision, inner, extent,
+                                                 multiple)
         rvs = [self._new(ExprRV, f) for f in decision]
-        attrs: dict[str, Any] = {"n": n, "max_innermost_factor": max_innermost}
-        if not perfect:
-            attrs |= {"inner": inner, "extent": lp.extent}
-        elif inner != 1:
-            attrs["inner"] = inner
-        if multiple != 1:
-            attrs["multiple"] = multiple
         self._record(kind, [loop], attrs, rvs, decision)
         return rvs
 
@@ -370,27 +345,7 @@ class Schedule:
         it takes, and each candidate costs a legality check)."""
         name = self._block(block, "sample_compute_location")
         stop = self._loop(outside, "sample_compute_location") if outside is not None else None
-        blk, _ = find_block(self.func, name)
-        out: list[Var | None] = [None]
-        if upto is not None and upto < 1:
-            return out
-        cons = [c for b in writes(blk) for c in readers(self.func, b)]
-        if not cons:
-            return out
-        con, path = find_block(self.func, cons[0].name)
-        if stop is not None:
-            at = [i for i, lp in enumerate(path) if lp.var is stop]
-            if not at:
-                raise ScheduleError(f"sample_compute_location: loop {stop.name} does not "
-                                    f"enclose block {cons[0].name}, the consumer of {name}")
-            path = path[:at[0]]
-        moving = access_loop_vars(con, writes(blk))
-        for lp in path:
-            if lp.var in moving and compute_location.can_compute_at(self.func, name, lp.var):
-                out.append(lp.var)
-                if upto is not None and len(out) > upto:
-                    break
-        return out
+        return compute_location.location_candidates(self.func, name, stop, upto)
 
     def sample_compute_location(self, block: BlockRV, outside: LoopRV | None = None,
                                 decision: int | None = None) -> LoopRV:
