@@ -286,7 +286,8 @@ def location_candidates(func: PrimFunc, name: str, stop: Var | None = None,
     that loop of the consumer; with ``upto``, possibly ending once index ``upto`` is in.
 
     Example:
-        >>> location_candidates(func, "pad")          # [None, <i>, <j>]
+        >>> location_candidates(tt.workloads.get("c2d", small=True), "pad")
+        [None, Var(n), Var(k), Var(y), Var(z), Var(rc), Var(ry), Var(rx)]
     """
     blk, _ = find_block(func, name)
     out: list[Var | None] = [None]

@@ -34,7 +34,7 @@ from .records import best_record, fresh_best, replay
 from .search_strategy import SearchStrategy
 from .tuning_task import TuningTask, _open
 
-__all__ = ["TuneResult", "TuningTask", "compile", "tune", "tuned_func"]
+__all__ = ["TuneResult", "compile", "tune", "tuned_func"]
 
 
 @dataclass

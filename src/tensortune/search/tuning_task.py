@@ -3,13 +3,8 @@ batch, and the task scheduler for many functions at once, sharing one builder an
 
 A step proposes a batch from the search strategy, writes each candidate's C, builds the
 new C in one builder call, checks and times each kernel against the float64 reference
-and stores each record as soon as it exists; C timed before is not timed again.
-
-Example:
-    >>> task = TuningTask(func, Database(":memory:"), Target.host())
-    >>> with LocalRunner() as runner:
-    ...     task.step(LocalBuilder(task.target), runner, 16)
-    >>> task.best_latency
+and stores each record as soon as it exists; C timed before is not timed again. The
+example is ``TuningTask``'s.
 """
 
 from __future__ import annotations
@@ -54,7 +49,7 @@ class TuningTask:
     once and the task scheduler runs for many functions, sharing one builder and runner.
 
     Example:
-        >>> task = TuningTask(func, db, Target.host())
+        >>> task = TuningTask(func, Database(":memory:"), Target.host())
         >>> with LocalRunner() as runner:
         ...     task.step(LocalBuilder(task.target), runner, 16)
         >>> task.best_latency
