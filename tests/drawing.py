@@ -7,7 +7,7 @@ import numpy as np
 import tensortune as tt
 from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.schedule import Schedule, Trace
-from tensortune.space import PostOrderApply, sample
+from tensortune.space import ParallelVectorizeUnroll, PostOrderApply, sample
 from tensortune.tir.stmt import PrimFunc
 
 
@@ -24,3 +24,16 @@ def exact_draws(func: PrimFunc, space: Trace, seed: int = 0, tries: int = 4,
     for d in drawn[:check]:
         check_close(tt.build(d)(*[np.copy(a) for a in ins]), want)
     return drawn
+
+
+def jobs_choice(trace: Trace) -> int:
+    """The index in ``trace`` of ParallelVectorizeUnroll's jobs decision. The rule samples
+    the jobs and then the unroll depth, and no post-processor after it samples, so the two
+    are the trace's last two ``sample_categorical``; the tests that look for the jobs
+    decision find it here, and fail here if the rule's order changes."""
+    cats = [i for i, x in enumerate(trace.insts) if x.kind == "sample_categorical"]
+    assert len(cats) >= 2, "ParallelVectorizeUnroll's two choices are missing"
+    depths = list(ParallelVectorizeUnroll(cores=1).unroll_depths)
+    assert trace.insts[cats[-1]].attr("candidates") == depths, \
+        "the last sample_categorical is not ParallelVectorizeUnroll's unroll depth"
+    return cats[-2]

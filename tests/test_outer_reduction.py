@@ -2,7 +2,7 @@
 output run sits in the lanes below the reduction loop; draws of it are exact on random
 shapes, and the rule leaves row reductions and tiled blocks alone."""
 
-from drawing import exact_draws
+from drawing import exact_draws, jobs_choice
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -107,7 +107,7 @@ def test_draws_of_the_rows_in_order_space_are_exact(K, N, seed):
     for d in drawn:
         # The parts' partials stay at the root, where the parts run in parallel, unless
         # the draw keeps this small product on one core (0 jobs drawn).
-        jobs = [i for i, x in enumerate(d.trace.insts) if x.kind == "sample_categorical"][-2]
+        jobs = jobs_choice(d.trace)
         if d.trace.insts[jobs].attr("candidates")[d.trace.decisions[jobs]]:
             assert "for k_0 in parallel(" in str(d.func)
         else:

@@ -1,5 +1,6 @@
 """Design-space rules on small workloads: the sketches they produce."""
 
+from drawing import jobs_choice
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -238,7 +239,7 @@ def test_a_small_function_may_run_on_one_core():
     for jobs in range(3):
         sch = sample(f, space, 0, gen.postprocs, {}, [[jobs, 0]])
         assert sch is not None
-        choice = [i for i in sch.trace.insts if i.kind == "sample_categorical"][-2]
+        choice = sch.trace.insts[jobs_choice(sch.trace)]
         assert choice.attr("candidates") == [0, TARGET.cores, 4 * TARGET.cores]
         kinds.add("parallel(" in str(sch.func))
         check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
@@ -246,7 +247,7 @@ def test_a_small_function_may_run_on_one_core():
     big = tt.workloads.get("gmm")
     sch = sample(big, gen.generate(big)[0], 0, gen.postprocs)
     assert sch is not None
-    choice = [i for i in sch.trace.insts if i.kind == "sample_categorical"][-2]
+    choice = sch.trace.insts[jobs_choice(sch.trace)]
     assert choice.attr("candidates") == [TARGET.cores, 4 * TARGET.cores, 16 * TARGET.cores]
 
 
