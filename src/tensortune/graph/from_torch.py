@@ -14,23 +14,12 @@ Example:
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .ir import Graph, GraphError
-
-
-class _T:
-    """A tensor value of the fx graph: the name of its graph node."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-def _np(t: Any) -> np.ndarray:
-    return t.detach().cpu().numpy()
+from .torch_functions import FUNCS, TensorRef, to_numpy
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -87,16 +76,16 @@ class _Importer:
 
     def tensor(self, a: Any, where: str) -> str:
         v = self.arg(a)
-        if isinstance(v, _T):
+        if isinstance(v, TensorRef):
             return v.name
         if isinstance(v, self.torch.Tensor):
             if id(v) not in self.consts:
-                self.consts[id(v)] = (v, self.g.const("c", _np(v)))
+                self.consts[id(v)] = (v, self.g.const("c", to_numpy(v)))
             return self.consts[id(v)][1]
         raise GraphError(f"{where}: expected a tensor argument, got {v!r}")
 
-    def op(self, op: str, ins: list[str], where: str, **attrs: Any) -> _T:
-        return _T(self.g.op(op, ins, source=where, **attrs))
+    def op(self, op: str, ins: list[str], where: str, **attrs: Any) -> TensorRef:
+        return TensorRef(self.g.op(op, ins, source=where, **attrs))
 
     def binary(self, fn: str, a: Any, b: Any, where: str) -> Any:
         a, b = self.arg(a), self.arg(b)
@@ -113,7 +102,7 @@ class _Importer:
     def shape(self, a: Any) -> tuple[int, ...]:
         return self.g.nodes[self.tensor(a, "shape")].shape
 
-    def reshape(self, x: Any, shape: Any, where: str) -> _T:
+    def reshape(self, x: Any, shape: Any, where: str) -> TensorRef:
         shape = [int(s) for s in (shape[0] if len(shape) == 1 and
                                   isinstance(shape[0], (list, tuple)) else shape)]
         n = int(np.prod(self.shape(x)))
@@ -128,7 +117,7 @@ class _Importer:
             where = f"node {n.name} ({n.op} {getattr(n.target, '__name__', n.target)})"
             if n.op == "placeholder":
                 v = self.values[n.name]
-                self.env[n.name] = _T(self.g.input(n.name, tuple(v.shape),
+                self.env[n.name] = TensorRef(self.g.input(n.name, tuple(v.shape),
                                                    "int32" if not v.is_floating_point()
                                                    else "float32"))
             elif n.op == "get_attr":
@@ -138,7 +127,7 @@ class _Importer:
             elif n.op == "output":
                 outs = self.arg(n.args[0])
                 outs = outs if isinstance(outs, (list, tuple)) else [outs]
-                self.g.outputs = [self.tensor(o, where) if not isinstance(o, _T) else o.name
+                self.g.outputs = [self.tensor(o, where) if not isinstance(o, TensorRef) else o.name
                                   for o in outs]
             else:
                 value = self.values[n.name]
@@ -156,10 +145,10 @@ class _Importer:
                 if n.op == "call_module":
                     self.env[n.name] = self.module(n, self.modules[n.target], where)
                 else:
-                    fn = _FUNCS.get(name)
+                    fn = FUNCS.get(name)
                     if fn is None:
                         raise GraphError(f"unsupported operator {name!r} at {where}; "
-                                         f"supported: {', '.join(sorted(_FUNCS))}")
+                                         f"supported: {', '.join(sorted(FUNCS))}")
                     args = list(n.args)
                     self.current = n.name
                     self.env[n.name] = fn(self, args, dict(n.kwargs), where)
@@ -176,7 +165,7 @@ class _Importer:
             return self.batch_norm(x, m.running_mean, m.running_var, m.weight, m.bias, m.eps,
                                    where)
         if isinstance(m, nn.Linear):
-            y = self.op("dense", [self.tensor(x, where), self.g.const("w", _np(m.weight).T)],
+            y = self.op("dense", [self.tensor(x, where), self.g.const("w", to_numpy(m.weight).T)],
                         where)
             return y if m.bias is None else self.binary("add", y, m.bias, where)
         if isinstance(m, (nn.Dropout, nn.Identity)):
@@ -206,7 +195,7 @@ class _Importer:
             return self.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps, where)
         if isinstance(m, nn.Embedding):
             return self.op("embedding", [self.tensor(x, where), self.g.const("table",
-                                                                             _np(m.weight))],
+                                                                             to_numpy(m.weight))],
                            where)
         raise GraphError(f"unsupported module {type(m).__name__} at {where}")
 
@@ -216,23 +205,23 @@ class _Importer:
         if mean is None or var is None:
             raise GraphError(f"{where}: batch norm without running statistics is not "
                              "supported (track_running_stats=False normalises per batch)")
-        s = (_np(w) if w is not None else 1.0) / np.sqrt(_np(var) + eps)
-        t = (_np(b) if b is not None else 0.0) - _np(mean) * s
+        s = (to_numpy(w) if w is not None else 1.0) / np.sqrt(to_numpy(var) + eps)
+        t = (to_numpy(b) if b is not None else 0.0) - to_numpy(mean) * s
         trail = (1,) * (len(self.shape(x)) - 2)
         y = self.binary("mul", x, self.torch.from_numpy(np.reshape(s, (-1, *trail))), where)
         return self.binary("add", y, self.torch.from_numpy(np.reshape(t, (-1, *trail))), where)
 
-    def conv(self, x: Any, m: Any, where: str, bn: Any = None) -> _T:
-        w = _np(m.weight)
-        b = _np(m.bias) if m.bias is not None else None
+    def conv(self, x: Any, m: Any, where: str, bn: Any = None) -> TensorRef:
+        w = to_numpy(m.weight)
+        b = to_numpy(m.bias) if m.bias is not None else None
         if bn is not None:   # fold: bn(conv(x)) = conv(x) * s + t, s into the weights
-            s = _np(bn.weight) / np.sqrt(_np(bn.running_var) + bn.eps)
+            s = to_numpy(bn.weight) / np.sqrt(to_numpy(bn.running_var) + bn.eps)
             w = w * s.reshape(-1, 1, 1, 1)
-            b = ((b if b is not None else 0.0) - _np(bn.running_mean)) * s + _np(bn.bias)
+            b = ((b if b is not None else 0.0) - to_numpy(bn.running_mean)) * s + to_numpy(bn.bias)
         return self.conv_arrays(x, w, b, m.stride, m.padding, m.dilation, m.groups, where)
 
     def conv_arrays(self, x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any,
-                    groups: int, where: str) -> _T:
+                    groups: int, where: str) -> TensorRef:
         if isinstance(padding, str):
             raise GraphError(f"{where}: padding={padding!r} is not supported; give ints")
         if not isinstance(w, np.ndarray):
@@ -247,7 +236,7 @@ class _Importer:
             return y
         return self.op("add", [y.name, self.g.const("b", np.reshape(b, (-1, 1, 1)))], where)
 
-    def pool(self, op: str, x: Any, k: Any, s: Any, p: Any, where: str, **attrs: Any) -> _T:
+    def pool(self, op: str, x: Any, k: Any, s: Any, p: Any, where: str, **attrs: Any) -> TensorRef:
         if op == "max_pool2d" and _pair(attrs.pop("dilation", 1)) != (1, 1):
             raise GraphError(f"{where}: max pooling with dilation is not supported")
         if attrs.pop("divisor_override", None) is not None:
@@ -256,7 +245,7 @@ class _Importer:
                        stride=_pair(s if s is not None and s != [] else k),
                        padding=_pair(p), **attrs)
 
-    def adaptive(self, x: Any, size: Any, where: str) -> _T:
+    def adaptive(self, x: Any, size: Any, where: str) -> TensorRef:
         H, W = self.shape(x)[2:]
         oh, ow = _pair(size if size is not None else (H, W))
         oh, ow = oh or H, ow or W
@@ -267,130 +256,18 @@ class _Importer:
                              "windows; only output sizes that divide the input are supported")
         return self.pool("avg_pool2d", x, (H // oh, W // ow), (H // oh, W // ow), 0, where)
 
-    def flatten(self, x: Any, start: int, end: int, where: str) -> _T:
+    def flatten(self, x: Any, start: int, end: int, where: str) -> TensorRef:
         shp = self.shape(x)
         start, end = start % len(shp), end % len(shp)
         new = shp[:start] + (int(np.prod(shp[start:end + 1])),) + shp[end + 1:]
         return self.reshape(x, new, where)
 
-    def layer_norm(self, x: Any, shape: Any, w: Any, b: Any, eps: float, where: str) -> _T:
+    def layer_norm(self, x: Any, shape: Any, w: Any, b: Any, eps: float, where: str) -> TensorRef:
         shape = tuple(shape) if isinstance(shape, (list, tuple)) else (int(shape),)
-        gamma = _np(w) if w is not None else np.ones(shape, "float32")
-        beta = _np(b) if b is not None else np.zeros(shape, "float32")
+        gamma = to_numpy(w) if w is not None else np.ones(shape, "float32")
+        beta = to_numpy(b) if b is not None else np.zeros(shape, "float32")
         return self.op("layer_norm", [self.tensor(x, where), self.g.const("gamma", gamma),
                                       self.g.const("beta", beta)], where, eps=float(eps))
-
-
-def _kw(args: list[Any], kwargs: dict[str, Any], i: int, key: str, default: Any) -> Any:
-    return args[i] if len(args) > i else kwargs.get(key, default)
-
-
-def _unary(op: str) -> Callable[..., Any]:
-    return lambda s, a, k, w: s.op(op, [s.tensor(a[0], w)], w)
-
-
-def _permute(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
-    dims = a[1:] if len(a) > 2 or isinstance(a[1], int) else a[1]
-    return s.op("permute", [s.tensor(a[0], w)], w, dims=tuple(int(d) for d in s.arg(dims)))
-
-
-def _transpose(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
-    nd = len(s.shape(a[0]))
-    d0, d1 = _kw(a, k, 1, "dim0", 0) % nd, _kw(a, k, 2, "dim1", 1) % nd
-    dims = list(range(nd))
-    dims[d0], dims[d1] = d1, d0
-    return s.op("permute", [s.tensor(a[0], w)], w, dims=tuple(dims))
-
-
-def _same_shape(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
-    # squeeze/unsqueeze: the example run knows the result's shape; a reshape to it is exact
-    return s.reshape(a[0], tuple(s.values[s.current].shape), w)
-
-
-def _softmax(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
-    return s.op("softmax", [s.tensor(a[0], w)], w, axis=int(s.arg(_kw(a, k, 1, "dim", -1))))
-
-
-def _mean(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
-    dims = s.arg(_kw(a, k, 1, "dim", None))
-    if dims is None:
-        dims = tuple(range(len(s.shape(a[0]))))
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return s.op("mean", [s.tensor(a[0], w)], w, axes=dims,
-                keepdim=bool(_kw(a, k, 2, "keepdim", False)))
-
-
-_FUNCS: dict[str, Callable[[_Importer, list[Any], dict[str, Any], str], Any]] = {
-    "add": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
-    "iadd": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
-    "sub": lambda s, a, k, w: s.binary("sub", a[0], a[1], w),
-    "mul": lambda s, a, k, w: s.binary("mul", a[0], a[1], w),
-    "truediv": lambda s, a, k, w: s.binary("div", a[0], a[1], w),
-    "div": lambda s, a, k, w: s.binary("div", a[0], a[1], w),
-    "relu": _unary("relu"), "gelu": lambda s, a, k, w: s.op(
-        "gelu", [s.tensor(a[0], w)], w, approximate=k.get("approximate", "none")),
-    "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"), "exp": _unary("exp"),
-    "sqrt": _unary("sqrt"), "neg": _unary("neg"),
-    "relu6": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w, lo=0.0, hi=6.0),
-    "hardtanh": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w,
-                                        lo=float(_kw(a, k, 1, "min_val", -1.0)),
-                                        hi=float(_kw(a, k, 2, "max_val", 1.0))),
-    "matmul": lambda s, a, k, w: s.op("matmul", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
-    "bmm": lambda s, a, k, w: s.op("matmul", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
-    "softmax": _softmax, "mean": _mean,
-    "permute": _permute, "transpose": _transpose,
-    "reshape": lambda s, a, k, w: s.reshape(a[0], s.arg(a[1:]), w),
-    "view": lambda s, a, k, w: s.reshape(a[0], s.arg(a[1:]), w),
-    "flatten": lambda s, a, k, w: s.flatten(a[0], int(_kw(a, k, 1, "start_dim", 0)),
-                                            int(_kw(a, k, 2, "end_dim", -1)), w),
-    "contiguous": lambda s, a, k, w: s.arg(a[0]),
-    "cat": lambda s, a, k, w: s.op("concat", [s.tensor(t, w) for t in a[0]], w,
-                                   axis=int(_kw(a, k, 1, "dim", 0))),
-    "linear": lambda s, a, k, w: _linear(s, a, k, w),
-    "batch_norm": lambda s, a, k, w: _batch_norm(s, a, k, w),
-    "conv2d": lambda s, a, k, w: _conv2d(s, a, k, w),
-    "layer_norm": lambda s, a, k, w: s.layer_norm(
-        a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "weight", None)),
-        s.arg(_kw(a, k, 3, "bias", None)), float(_kw(a, k, 4, "eps", 1e-5)), w),
-    "adaptive_avg_pool2d": lambda s, a, k, w: s.adaptive(a[0], s.arg(a[1]), w),
-    "max_pool2d": lambda s, a, k, w: s.pool(
-        "max_pool2d", a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "stride", None)),
-        s.arg(_kw(a, k, 3, "padding", 0)), w, dilation=s.arg(_kw(a, k, 4, "dilation", 1)),
-        ceil_mode=bool(_kw(a, k, 5, "ceil_mode", False))),
-    "avg_pool2d": lambda s, a, k, w: s.pool(
-        "avg_pool2d", a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "stride", None)),
-        s.arg(_kw(a, k, 3, "padding", 0)), w, ceil_mode=bool(_kw(a, k, 4, "ceil_mode", False)),
-        count_include_pad=bool(_kw(a, k, 5, "count_include_pad", True)),
-        divisor_override=_kw(a, k, 6, "divisor_override", None)),
-}
-
-
-def _batch_norm(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
-    if _kw(a, k, 5, "training", False):
-        raise GraphError(f"{w}: batch norm in training mode; call .eval() on the model")
-    return s.batch_norm(a[0], s.arg(_kw(a, k, 1, "running_mean", None)),
-                        s.arg(_kw(a, k, 2, "running_var", None)),
-                        s.arg(_kw(a, k, 3, "weight", None)), s.arg(_kw(a, k, 4, "bias", None)),
-                        float(_kw(a, k, 7, "eps", 1e-5)), w)
-
-
-def _conv2d(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> _T:
-    weight, bias = s.arg(_kw(a, k, 1, "weight", None)), s.arg(_kw(a, k, 2, "bias", None))
-    return s.conv_arrays(a[0], _np(weight) if isinstance(weight, s.torch.Tensor) else weight,
-                         None if bias is None else _np(bias), s.arg(_kw(a, k, 3, "stride", 1)),
-                         s.arg(_kw(a, k, 4, "padding", 0)), s.arg(_kw(a, k, 5, "dilation", 1)),
-                         int(_kw(a, k, 6, "groups", 1)), w)
-
-
-def _linear(s: _Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
-    weight, bias = s.arg(a[1]), s.arg(_kw(a, k, 2, "bias", None))
-    if not isinstance(weight, s.torch.Tensor):
-        raise GraphError(f"{w}: linear with a computed weight is not supported; use matmul")
-    y = s.op("dense", [s.tensor(a[0], w), s.g.const("w", _np(weight).T)], w)
-    return y if bias is None else s.binary("add", y, bias, w)
-
-
-_FUNCS["squeeze"] = _FUNCS["unsqueeze"] = _same_shape
 
 
 def from_torch(module: Any, *examples: Any) -> Graph:

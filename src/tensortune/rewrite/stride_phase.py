@@ -34,78 +34,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
 
 from ..schedule.tree import iter_blocks, readers, writers
-from ..tir.analysis import conjuncts
 from ..tir.arith import affine, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, FloatImm, IntImm, Select, Var, structural_equal
-from ..tir.functor import free_vars, iter_exprs, rewrite_expr, substitute
+from ..tir.functor import iter_exprs, rewrite_expr, substitute
 from ..tir.stmt import Block, Buffer, BufferStore, For, IterVar, PrimFunc, Stmt, seq
-
-
-@dataclass
-class _Dim:
-    """D[i] on one axis = X[(i - q) // s] where q <= i < q + s * (n - 1) + 1 and
-    (i - q) % s == 0; else 0 (s = 1 is plain padding)."""
-
-    q: int
-    s: int
-    n: int
-
-
-def _is_shift(e: Expr, v: Var, c: int) -> bool:
-    """Whether ``e`` is ``v + c``."""
-    aff = affine(e)
-    return aff is not None and aff[1] == c and len(aff[0]) == 1 and aff[0].get(v) == 1
-
-
-def _parse_producer(blk: Block) -> tuple[Buffer, list[_Dim]] | None:
-    """The zero-inserting stage's source buffer and per-axis maps, None if not one."""
-    st = blk.body
-    if blk.is_reduction or not isinstance(st, BufferStore) or \
-            not isinstance(st.value, Select) or not isinstance(st.value.t, BufferLoad) or \
-            not (isinstance(st.value.f, FloatImm) and st.value.f.value == 0.0):
-        return None
-    src: BufferLoad = st.value.t
-    ivs = [iv.var for iv in blk.iter_vars]
-    if len(st.indices) != len(ivs) or any(a is not b for a, b in zip(st.indices, ivs)) or \
-            len(src.indices) != len(ivs):
-        return None
-    conds = conjuncts(st.value.cond)
-    dims, used = [], 0
-    for d, (v, n) in enumerate(zip(ivs, src.buffer.shape)):
-        ix = src.indices[d]
-        s, num = 1, ix
-        if isinstance(ix, BinOp) and ix.op == "//" and isinstance(ix.b, IntImm):
-            s, num = ix.b.value, ix.a
-        aff = affine(num)
-        if aff is None or set(aff[0]) - {v} or aff[0].get(v) != 1:
-            return None
-        q = -aff[1]
-        want = []
-        if q != 0 or s != 1 or blk.iter_vars[d].extent != n:
-            want = [(">=", q), ("<", q + s * (n - 1) + 1)]
-        found = 0
-        for c in conds:
-            if not (isinstance(c, BinOp) and v in free_vars(c)):
-                continue
-            if (c.op, getattr(c.b, "value", None)) in want and c.a is v:
-                found += 1
-            elif s > 1 and c.op == "==" and isinstance(c.b, IntImm) and c.b.value == 0 and \
-                    isinstance(c.a, BinOp) and c.a.op == "%" and \
-                    isinstance(c.a.b, IntImm) and c.a.b.value == s and \
-                    _is_shift(c.a.a, v, -q):
-                found += 1
-            else:
-                return None  # a condition this rewrite does not understand
-        if found != len(want) + (s > 1):
-            return None
-        used += found
-        dims.append(_Dim(q, s, n))
-    if used != len(conds) or all(dm.s == 1 for dm in dims):
-        return None
-    return src.buffer, dims
+from .zero_insertion import Dim, parse_zero_insertion
 
 
 def stride_phase(func: PrimFunc) -> PrimFunc | None:
@@ -114,7 +49,7 @@ def stride_phase(func: PrimFunc) -> PrimFunc | None:
     for blk, _ in iter_blocks(func.body):
         if blk.name.endswith("_init"):
             continue
-        parsed = _parse_producer(blk)
+        parsed = parse_zero_insertion(blk)
         if parsed is None:
             continue
         (dbuf,) = {s.buffer for s in [blk.body] if isinstance(s, BufferStore)}
@@ -129,7 +64,7 @@ def stride_phase(func: PrimFunc) -> PrimFunc | None:
 
 
 def _rewrite(func: PrimFunc, prod: Block, con: Block, dbuf: Buffer, xbuf: Buffer,
-             dims: list[_Dim]) -> PrimFunc | None:
+             dims: list[Dim]) -> PrimFunc | None:
     st = con.body
     spatial = [iv.var for iv in con.iter_vars if iv.kind == "S"]
     if not con.is_reduction or con.init is None or not isinstance(st, BufferStore) or \
@@ -215,7 +150,7 @@ def _pad_nest(xp: Buffer, x: Buffer, lo: list[int]) -> Stmt:
                                                               val)))
 
 
-def _phase_block(con: Block, dbuf: Buffer, xp: Buffer, dims: list[_Dim],
+def _phase_block(con: Block, dbuf: Buffer, xp: Buffer, dims: list[Dim],
                  axes: dict[int, tuple[Var, Var, int]],
                  ph: dict[int, tuple[int, int, int, int]],
                  lo: list[int]) -> tuple[Buffer, Stmt]:
@@ -272,7 +207,7 @@ def _phase_block(con: Block, dbuf: Buffer, xp: Buffer, dims: list[_Dim],
     return dst, _nest(blk)
 
 
-def _merged(con: Block, dbuf: Buffer, xp: Buffer, dims: list[_Dim],
+def _merged(con: Block, dbuf: Buffer, xp: Buffer, dims: list[Dim],
             axes: dict[int, tuple[Var, Var, int]],
             phases: list[dict[int, tuple[int, int, int, int]]],
             lo: list[int]) -> tuple[Buffer, Stmt] | None:
@@ -385,7 +320,7 @@ def _interleave(out: Buffer, parts: list[tuple[Buffer, dict[int, int]]],
                                                          val)))
 
 
-def _phase_of(d: int, ph: dict, dims: list[_Dim], axes: dict) -> int:
+def _phase_of(d: int, ph: dict, dims: list[Dim], axes: dict) -> int:
     """The output phase p of axis d (recovered from r0 = (q - p - c) % s)."""
     _, _, c = axes[d]
     r0 = ph[d][0]

@@ -1,0 +1,144 @@
+"""The torch functions and tensor methods ``from_torch`` imports: ``FUNCS`` maps each
+name (``add``, ``conv2d``, ``softmax``, ...) to a handler ``(importer, args, kwargs,
+where)`` that adds its graph op, where is the fx node named in errors.
+
+Example:
+    >>> sorted(FUNCS)[:4]
+    ['adaptive_avg_pool2d', 'add', 'avg_pool2d', 'batch_norm']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .ir import GraphError
+
+if TYPE_CHECKING:
+    from .from_torch import _Importer as Importer
+
+
+class TensorRef:
+    """A tensor value of the fx graph: the name of its graph node."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def to_numpy(t: Any) -> np.ndarray:
+    """A torch tensor's values as a NumPy array."""
+    return t.detach().cpu().numpy()
+
+
+def _kw(args: list[Any], kwargs: dict[str, Any], i: int, key: str, default: Any) -> Any:
+    return args[i] if len(args) > i else kwargs.get(key, default)
+
+
+def _unary(op: str) -> Callable[..., Any]:
+    return lambda s, a, k, w: s.op(op, [s.tensor(a[0], w)], w)
+
+
+def _permute(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    dims = a[1:] if len(a) > 2 or isinstance(a[1], int) else a[1]
+    return s.op("permute", [s.tensor(a[0], w)], w, dims=tuple(int(d) for d in s.arg(dims)))
+
+
+def _transpose(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    nd = len(s.shape(a[0]))
+    d0, d1 = _kw(a, k, 1, "dim0", 0) % nd, _kw(a, k, 2, "dim1", 1) % nd
+    dims = list(range(nd))
+    dims[d0], dims[d1] = d1, d0
+    return s.op("permute", [s.tensor(a[0], w)], w, dims=tuple(dims))
+
+
+def _same_shape(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    # squeeze/unsqueeze: the example run knows the result's shape; a reshape to it is exact
+    return s.reshape(a[0], tuple(s.values[s.current].shape), w)
+
+
+def _softmax(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    return s.op("softmax", [s.tensor(a[0], w)], w, axis=int(s.arg(_kw(a, k, 1, "dim", -1))))
+
+
+def _mean(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    dims = s.arg(_kw(a, k, 1, "dim", None))
+    if dims is None:
+        dims = tuple(range(len(s.shape(a[0]))))
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return s.op("mean", [s.tensor(a[0], w)], w, axes=dims,
+                keepdim=bool(_kw(a, k, 2, "keepdim", False)))
+
+
+FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
+    "add": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
+    "iadd": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
+    "sub": lambda s, a, k, w: s.binary("sub", a[0], a[1], w),
+    "mul": lambda s, a, k, w: s.binary("mul", a[0], a[1], w),
+    "truediv": lambda s, a, k, w: s.binary("div", a[0], a[1], w),
+    "div": lambda s, a, k, w: s.binary("div", a[0], a[1], w),
+    "relu": _unary("relu"), "gelu": lambda s, a, k, w: s.op(
+        "gelu", [s.tensor(a[0], w)], w, approximate=k.get("approximate", "none")),
+    "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"), "exp": _unary("exp"),
+    "sqrt": _unary("sqrt"), "neg": _unary("neg"),
+    "relu6": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w, lo=0.0, hi=6.0),
+    "hardtanh": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w,
+                                        lo=float(_kw(a, k, 1, "min_val", -1.0)),
+                                        hi=float(_kw(a, k, 2, "max_val", 1.0))),
+    "matmul": lambda s, a, k, w: s.op("matmul", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
+    "bmm": lambda s, a, k, w: s.op("matmul", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
+    "softmax": _softmax, "mean": _mean,
+    "permute": _permute, "transpose": _transpose,
+    "reshape": lambda s, a, k, w: s.reshape(a[0], s.arg(a[1:]), w),
+    "view": lambda s, a, k, w: s.reshape(a[0], s.arg(a[1:]), w),
+    "flatten": lambda s, a, k, w: s.flatten(a[0], int(_kw(a, k, 1, "start_dim", 0)),
+                                            int(_kw(a, k, 2, "end_dim", -1)), w),
+    "contiguous": lambda s, a, k, w: s.arg(a[0]),
+    "cat": lambda s, a, k, w: s.op("concat", [s.tensor(t, w) for t in a[0]], w,
+                                   axis=int(_kw(a, k, 1, "dim", 0))),
+    "linear": lambda s, a, k, w: _linear(s, a, k, w),
+    "batch_norm": lambda s, a, k, w: _batch_norm(s, a, k, w),
+    "conv2d": lambda s, a, k, w: _conv2d(s, a, k, w),
+    "layer_norm": lambda s, a, k, w: s.layer_norm(
+        a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "weight", None)),
+        s.arg(_kw(a, k, 3, "bias", None)), float(_kw(a, k, 4, "eps", 1e-5)), w),
+    "adaptive_avg_pool2d": lambda s, a, k, w: s.adaptive(a[0], s.arg(a[1]), w),
+    "max_pool2d": lambda s, a, k, w: s.pool(
+        "max_pool2d", a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "stride", None)),
+        s.arg(_kw(a, k, 3, "padding", 0)), w, dilation=s.arg(_kw(a, k, 4, "dilation", 1)),
+        ceil_mode=bool(_kw(a, k, 5, "ceil_mode", False))),
+    "avg_pool2d": lambda s, a, k, w: s.pool(
+        "avg_pool2d", a[0], s.arg(a[1]), s.arg(_kw(a, k, 2, "stride", None)),
+        s.arg(_kw(a, k, 3, "padding", 0)), w, ceil_mode=bool(_kw(a, k, 4, "ceil_mode", False)),
+        count_include_pad=bool(_kw(a, k, 5, "count_include_pad", True)),
+        divisor_override=_kw(a, k, 6, "divisor_override", None)),
+}
+
+
+def _batch_norm(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    if _kw(a, k, 5, "training", False):
+        raise GraphError(f"{w}: batch norm in training mode; call .eval() on the model")
+    return s.batch_norm(a[0], s.arg(_kw(a, k, 1, "running_mean", None)),
+                        s.arg(_kw(a, k, 2, "running_var", None)),
+                        s.arg(_kw(a, k, 3, "weight", None)), s.arg(_kw(a, k, 4, "bias", None)),
+                        float(_kw(a, k, 7, "eps", 1e-5)), w)
+
+
+def _conv2d(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    weight, bias = s.arg(_kw(a, k, 1, "weight", None)), s.arg(_kw(a, k, 2, "bias", None))
+    return s.conv_arrays(a[0], to_numpy(weight) if isinstance(weight, s.torch.Tensor) else weight,
+                         None if bias is None else to_numpy(bias), s.arg(_kw(a, k, 3, "stride", 1)),
+                         s.arg(_kw(a, k, 4, "padding", 0)), s.arg(_kw(a, k, 5, "dilation", 1)),
+                         int(_kw(a, k, 6, "groups", 1)), w)
+
+
+def _linear(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    weight, bias = s.arg(a[1]), s.arg(_kw(a, k, 2, "bias", None))
+    if not isinstance(weight, s.torch.Tensor):
+        raise GraphError(f"{w}: linear with a computed weight is not supported; use matmul")
+    y = s.op("dense", [s.tensor(a[0], w), s.g.const("w", to_numpy(weight).T)], w)
+    return y if bias is None else s.binary("add", y, bias, w)
+
+
+FUNCS["squeeze"] = FUNCS["unsqueeze"] = _same_shape
