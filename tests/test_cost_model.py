@@ -256,3 +256,18 @@ def test_a_fresh_tuning_run_ranks_its_first_batch_with_the_prior(tmp_path):
     assert model.base is not None and model.trained and model.booster is None
     without = TuningTask(f, Database(tmp_path / "b.db"), avx2, seed=1, prior=False)
     assert without.strategy.model.base is None and not without.strategy.model.trained
+
+
+def test_first_batch_ratio_rewards_a_ranking_that_knows_the_best():
+    """benchmarks/first_batch.py: a predictor equal to the truth picks the population's
+    best (ahead of random), one that is its opposite picks the worst (behind), and one
+    that knows nothing is random (about even)."""
+    from bench_modules import load
+
+    ratio = load("first_batch").first_batch_ratio
+    rng = np.random.default_rng(5)
+    y = rng.random(96) ** 4        # a long tail of slow programs, as measured ones have
+    args = dict(population=48, batch=16, reps=2000)
+    assert ratio(y, y, greedy=13, rng=rng, **args) > 1.05
+    assert ratio(-y, y, greedy=16, rng=rng, **args) < 0.8
+    assert abs(ratio(rng.random(96), y, greedy=13, rng=rng, **args) - 1.0) < 0.03
