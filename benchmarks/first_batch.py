@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         feats = [json.loads(r.features) if isinstance(r.features, str) else r.features
                  for r in recs]
         if len(recs) < args.population or any(not f for f in feats):
+            print(f"| {name} | {len(recs)} | - | - (fewer records than the population, "
+                  "or some without features) |")
             continue
         rows = bundled_rows({wl}, {name}, path)   # this workload's own rows left out
         if rows is None:
