@@ -131,3 +131,24 @@ def test_the_suite_builds_in_a_kernel_cache_of_its_own(tmp_path, monkeypatch):
     with suite.kernel_cache(str(tmp_path / "named")) as d:
         assert default_cache_dir() == tmp_path / "named"
     assert CACHE_DIR_ENV not in os.environ
+
+
+def test_the_suites_retiming_waits_for_a_quiet_host_within_its_budget(tmp_path, capsys):
+    """``interleaved(quiet_s=...)``: while the last checkpoint's kernel reads over 1.1x of
+    the search's timing, each round waits, at most ``quiet_s`` seconds in all; the
+    timings still come back. A search timing 1000x faster than the kernel can run makes
+    every reading slow, so the whole budget is spent (steps of a second)."""
+    import dataclasses
+
+    suite = load("tune_suite")
+    func = tt.workloads.get("gmm", M=16, N=32, K=8)
+    db = str(tmp_path / "t.db")
+    res = tt.tune(func, trials=4, database=db, seed=0, strategy="replay", retime_top=0,
+                  load_guard=False, progress=None)
+    x = suite.random_inputs(func)
+    fast = dataclasses.replace(res, history=[(t, lat / 1000) for t, lat in res.history])
+    ours = suite.interleaved(fast, db, [2, 4], x, None, None, rounds=2, quiet_s=2.0)
+    assert "waited 2 s for a quiet host" in capsys.readouterr().out
+    assert all(0 < t < float("inf") for t in ours[:2])
+    suite.interleaved(res, db, [2, 4], x, None, None, rounds=2, quiet_s=0.0)
+    assert "waited" not in capsys.readouterr().out      # no budget: no waiting
