@@ -22,15 +22,13 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 
 import tensortune as tt
-from tensortune.cost_model import LGBMModel
 from tensortune.cost_model.cost_model import normalized_throughput, rank_correlation
-from tensortune.cost_model.prior import bundled_rows, prior_file
+from tensortune.cost_model.prior import prior_file, prior_model
 from tensortune.database import Database
 
 
@@ -77,19 +75,16 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     for wl, name, _, _ in db.workloads():
         recs = db.records(wl, target.fingerprint())
-        feats = [json.loads(r.features) if isinstance(r.features, str) else r.features
-                 for r in recs]
-        if len(recs) < args.population or any(not f for f in feats):
+        if len(recs) < args.population or any(not r.features for r in recs):
             print(f"| {name} | {len(recs)} | - | - (fewer records than the population, "
                   "or some without features) |")
             continue
-        rows = bundled_rows({wl}, {name}, path)   # this workload's own rows left out
-        if rows is None:
+        # This workload's own rows left out, as a tuning run leaves them out.
+        model = prior_model(frozenset({wl}), frozenset({name}), path=path)
+        if model is None:
             print(f"no prior rows in {path} for this feature set")
             return 1
-        model = LGBMModel()
-        model.update(*rows)
-        x = np.asarray(feats, dtype=np.float64)
+        x = np.asarray([r.features for r in recs], dtype=np.float64)
         y = normalized_throughput([r.latency for r in recs])
         pred = model.predict(x)
         ratio = first_batch_ratio(pred, y, args.population, args.batch, greedy,

@@ -76,12 +76,13 @@ def bundled_rows(exclude_hashes: frozenset[str] | set[str] = frozenset(),
 
 
 def prior_model(exclude_hashes: frozenset[str], exclude_names: frozenset[str],
-                vector_bytes: int = 32) -> LGBMModel | None:
+                vector_bytes: int = 32, path: Path | None = None) -> LGBMModel | None:
     """A model trained on the bundled rows outside the excluded workloads. Used only to
     predict, never updated, so it is shared: cached by the exclusions the bundle actually
     holds, so that tuning a model's many subgraphs (none of them a suite workload) trains
-    it once, not once per task (0.7 s each). None without a file for ``vector_bytes``."""
-    path = prior_file(vector_bytes)
+    it once, not once per task (0.7 s each). None without a file for ``vector_bytes``.
+    ``path``: another prior file instead (``benchmarks/first_batch.py`` scores one)."""
+    path = path or prior_file(vector_bytes)
     arrays = _bundle(path)
     if arrays is None:
         return None

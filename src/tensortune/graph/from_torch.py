@@ -117,9 +117,9 @@ class _Importer:
             where = f"node {n.name} ({n.op} {getattr(n.target, '__name__', n.target)})"
             if n.op == "placeholder":
                 v = self.values[n.name]
-                self.env[n.name] = TensorRef(self.g.input(n.name, tuple(v.shape),
-                                                   "int32" if not v.is_floating_point()
-                                                   else "float32"))
+                self.env[n.name] = TensorRef(self.g.input(
+                    n.name, tuple(v.shape),
+                    "int32" if not v.is_floating_point() else "float32"))
             elif n.op == "get_attr":
                 # a parameter stays a torch tensor until it is read as a graph value, so
                 # that weights can be folded and re-laid out at import
@@ -194,9 +194,8 @@ class _Importer:
         if isinstance(m, nn.LayerNorm):
             return self.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps, where)
         if isinstance(m, nn.Embedding):
-            return self.op("embedding", [self.tensor(x, where), self.g.const("table",
-                                                                             to_numpy(m.weight))],
-                           where)
+            table = self.g.const("table", to_numpy(m.weight))
+            return self.op("embedding", [self.tensor(x, where), table], where)
         raise GraphError(f"unsupported module {type(m).__name__} at {where}")
 
     def batch_norm(self, x: Any, mean: Any, var: Any, w: Any, b: Any, eps: float,
