@@ -30,6 +30,7 @@ import tensortune as tt
 from tensortune.cost_model.cost_model import normalized_throughput, rank_correlation
 from tensortune.cost_model.prior import prior_file, prior_model
 from tensortune.database import Database
+from tensortune.search import EvolutionarySearch
 
 
 def first_batch_ratio(pred: np.ndarray, y: np.ndarray, population: int, batch: int,
@@ -56,9 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=96)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--prior", default=None, help="a prior file (default: the bundled one)")
-    ap.add_argument("--population", type=int, default=48)
+    search = EvolutionarySearch()   # its defaults are the first batch's
+    ap.add_argument("--population", type=int, default=search.population)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--eps", type=float, default=0.2, help="the batch's random share")
+    ap.add_argument("--eps", type=float, default=search.eps_greedy,
+                    help="the batch's random share")
     ap.add_argument("--reps", type=int, default=3000)
     args = ap.parse_args(argv)
     target = tt.Target.host()
@@ -66,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         tt.tune(tt.workloads.get(name), trials=args.trials, strategy="replay",
                 seed=args.seed, database=args.db, retime_top=0, progress=None)
     path = Path(args.prior) if args.prior else prior_file(target.vector_bytes)
-    greedy = args.batch - int(round(args.batch * args.eps))
+    greedy = EvolutionarySearch(eps_greedy=args.eps).greedy_share(args.batch)
     db = Database(args.db)
     rng = np.random.default_rng(0)
     print(f"prior {path}; population {args.population}, batch {args.batch} "

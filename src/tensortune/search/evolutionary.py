@@ -114,7 +114,7 @@ class EvolutionarySearch(SearchStrategy):
         fresh = [c for c in (every if self._full() else pop) if c.program not in self.ctx.known]
         scores = self._score(fresh)
         ranked = [fresh[i] for i in np.argsort(-scores, kind="stable")]
-        n_greedy = n - int(round(n * self.eps_greedy)) if self.model.trained else 0
+        n_greedy = self.greedy_share(n) if self.model.trained else 0
         out = self._capped(ranked, n_greedy)
         # The random share comes from the draws, not from the evolved population: after a
         # few generations that holds only the model's favourite design space, and a model
@@ -142,6 +142,15 @@ class EvolutionarySearch(SearchStrategy):
         # The next best of this evolution, for ``more``: already drawn and scored.
         self.reserve = [c for c in ranked if c.program not in self.ctx.known]
         return out
+
+    def greedy_share(self, n: int) -> int:
+        """How many of a batch of ``n`` are the model's best-scored picks once it ranks
+        (the rest are random draws).
+
+        >>> EvolutionarySearch(eps_greedy=0.2).greedy_share(16)
+        13
+        """
+        return n - int(round(n * self.eps_greedy))
 
     def more(self, n: int) -> list[Candidate]:
         """The best-scored unmeasured programs of the last evolution, without evolving
