@@ -24,23 +24,32 @@ LANES = TARGET.lanes("float32")
 LOOP = '_Pragma("GCC unroll 1")'
 
 
-def _at_b(m: int, n: int, k: int, epilogue: bool, strided_a: bool) -> PrimFunc:
-    """out[i, j] = sum_k A[k, i] B[k, j] (+ bias[j], ReLU): with the tile's lanes along
-    i, the output's lanes are ``n`` floats apart. With ``strided_a`` A is stored [i, k],
-    so the reduction itself reads the lanes ``k`` apart."""
+def _at_b(m: int, n: int, k: int, epilogue: str | None, strided_a: bool) -> PrimFunc:
+    """out[i, j] = sum_k A[k, i] B[k, j], and with ``epilogue`` then * scale[i] + bias[j]
+    and ReLU ("lanes": scale runs along the tile's lanes, bias is the same in all of
+    them), or + D[i, j] and ReLU ("strided": D read ``n`` floats apart across the
+    lanes). With the tile's lanes along i, the output's lanes are ``n`` floats apart.
+    With ``strided_a`` A is stored [i, k], so the reduction itself reads the lanes ``k``
+    apart."""
     a = te.placeholder((m, k) if strided_a else (k, m), name="A")
     b = te.placeholder((k, n), name="B")
-    bias = te.placeholder((n,), name="bias")
     r = te.reduce_axis(k, name="r")
     c = te.compute((m, n), lambda i, j: te.sum(
         (a[i, r] if strided_a else a[r, i]) * b[r, j], axis=r), name="C")
-    if not epilogue:
+    if epilogue is None:
         return te.create_func([a, b, c], name="at_b")
-    out = te.compute((m, n), lambda i, j: te.max(c[i, j] + bias[j], 0.0), name="out")
-    return te.create_func([a, b, bias, out], name="at_b_relu")
+    if epilogue == "lanes":
+        scale = te.placeholder((m,), name="scale")
+        bias = te.placeholder((n,), name="bias")
+        out = te.compute((m, n), lambda i, j: te.max(c[i, j] * scale[i] + bias[j], 0.0),
+                         name="out")
+        return te.create_func([a, b, scale, bias, out], name="at_b_scaled")
+    d = te.placeholder((m, n), name="D")
+    out = te.compute((m, n), lambda i, j: te.max(c[i, j] + d[i, j], 0.0), name="out")
+    return te.create_func([a, b, d, out], name="at_b_plus")
 
 
-def _schedule(f: PrimFunc, width: int, cols: int, epilogue: bool) -> tt.Schedule:
+def _schedule(f: PrimFunc, width: int, cols: int, epilogue: str | None) -> tt.Schedule:
     """A ``cols`` x ``width`` accumulator tile in registers, lanes along i, written back
     (with the epilogue inlined into the write-back) one column of lanes at a time."""
     sch = tt.Schedule(f)
@@ -67,12 +76,14 @@ def _schedule(f: PrimFunc, width: int, cols: int, epilogue: bool) -> tt.Schedule
 @settings(max_examples=16, deadline=None)
 @given(width=st.sampled_from([LANES, LANES // 2, LANES + LANES // 2]),
        tiles=st.integers(1, 3), cols=st.sampled_from([1, 2, 3]), n_tiles=st.integers(1, 3),
-       epilogue=st.booleans(), strided_a=st.booleans())
+       epilogue=st.sampled_from([None, "lanes", "strided"]), strided_a=st.booleans())
 def test_lane_loops_compute_the_reference(width, tiles, cols, n_tiles, epilogue, strided_a):
     """Random tile widths (whole, half and one and a half vectors), tile counts, with
     and without an epilogue: the output equals the reference on random inputs; the
     write-back is a loop over each vector's lanes; a loop that writes the tile and cannot
-    be vector code (A read across the lanes) stays unrolled, a statement per lane."""
+    be vector code (A read across the lanes) stays unrolled, a statement per lane. An
+    epilogue that is vector code along the lanes runs before the lane loop, which then
+    only copies; one that reads across the lanes (D) stays in the loop."""
     m, n = width * tiles, cols * n_tiles * 8   # rows 32+ bytes apart: never transposed
     f = _at_b(m, n, 8, epilogue, strided_a)
     sch = _schedule(f, width, cols, epilogue)
@@ -87,6 +98,10 @@ def test_lane_loops_compute_the_reference(width, tiles, cols, n_tiles, epilogue,
     # kept scalar only where the lanes are more than a cache line apart
     assert src.count("TT_SCALAR_LOOP;") == (src.count(LOOP) if n * 4 > 64 else 0)
     assert ("C_local_r0[1] = (C_local_r0[1] +" in src) == strided_a
+    lane_bodies = re.findall(re.escape(LOOP) + r"\n(.*?)\n\s*\}\n", src, re.S)
+    assert len(lane_bodies) == src.count(LOOP)
+    arithmetic = any("tt_maxf" in body for body in lane_bodies)
+    assert arithmetic == (epilogue == "strided")
     inputs = random_inputs(f, seed=width * 1000 + tiles * 100 + cols * 10 + n_tiles)
     check_close(tt.build(sch)(*[np.copy(x) for x in inputs]), evaluate(f, inputs)[-1])
 

@@ -44,7 +44,7 @@ from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes
 from ..tir.functor import loads_in, rewrite_expr, rewrite_stmt, stores_in, substitute
 from ..tir.linear import linear_parts
-from ..tir.stmt import Buffer, For, ForKind, Stmt
+from ..tir.stmt import Buffer, BufferStore, For, ForKind, Stmt
 from .c_header import CTYPE, vector_type
 
 if TYPE_CHECKING:
@@ -167,6 +167,10 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int, scalar: boo
             # arrays through the reduction loop, a load and a store per FMA: 1.33x slower.
             em.emit(f"TT_IN_REG({vec});", ind + 1)
             em.emit(f"tt_st_{vector_type(b.dtype, w)[3:]}({name}, {vec});", ind + 1)
+    bodies = []
+    for body, arrays, w in chunks:
+        em.ranges[lane] = (0, w - 1)
+        bodies.append((_vector_value(em, body, arrays, lane, w, ind + 1), w))
     lv = em.var(lane)
     for w in dict.fromkeys(c[2] for c in chunks):   # widths, in order of first use
         em.ranges[lane] = (0, w - 1)
@@ -174,12 +178,50 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int, scalar: boo
         em.emit(f"for (int32_t {lv} = 0; {lv} < {w}; ++{lv}) {{", ind + 1)
         if scalar:
             em.emit("TT_SCALAR_LOOP;", ind + 2)
-        for body, _, cw in chunks:
+        for body, cw in bodies:
             if cw == w:
                 em.stmt(body, ind + 2)
         em.emit("}", ind + 1)
     em.emit("}", ind)
     em.ranges.pop(lane, None)
+
+
+def _vector_value(em: SimdEmitter, body: Stmt, arrays: dict[tuple[Buffer, int], Buffer],
+                  lane: Var, width: int, ind: int) -> Stmt:
+    """The chunk's stored value computed as vector code into its stack array, and the
+    lane loop's body left to copy it out; ``body`` itself when the value is a plain copy
+    of the tile, reads more than one tile vector, or is not vector code along the lanes
+    (a load strided across them).
+
+    A fused epilogue (CONVLAYER's ``max(acc * scale[k] + shift[k], 0)``) was computed a
+    lane at a time, a scalar multiply-add, max and two loads per output element: on
+    CONVLAYER's best kernel its write-back cost 4.7% of the call, 2.7% once the epilogue
+    ran as vector code before the copy (RESULTS.md)::
+
+        tt_st_f32x16(acc_l0, tt_vmax_f32x16(tt_ld_f32x16(acc_l0) * tt_ld_f32x16(&scale[k])
+                                            + tt_ld_f32x16(&shift[k]), zero));
+        for (lane ...) { out[base + lane * 784] = acc_l0[lane]; }
+    """
+    from .simd import _NoVec
+
+    if not isinstance(body, BufferStore) or len(arrays) != 1:
+        return body
+    (arr,) = arrays.values()
+    value = body.value
+    if isinstance(value, BufferLoad) and value.buffer is arr:
+        return body
+    if value.dtype != arr.dtype or body.buffer.dtype != arr.dtype:
+        return body
+    saved, used = em.lines, set(em.used)
+    em.lines = []
+    try:
+        em._vstmt(BufferStore(arr, (lane,), value), lane, arr.dtype, width, ind)
+    except _NoVec:
+        em.lines, em.used = saved, used
+        return body
+    saved.extend(em.lines)   # the caller may hold ``saved`` (vector_loop does)
+    em.lines = saved
+    return BufferStore(body.buffer, body.indices, BufferLoad(arr, (lane,)))
 
 
 def _chunk(em: SimdEmitter, s: For, at: int, lane: Var) -> Chunk:
