@@ -228,7 +228,7 @@ def test_a_pack_the_outermost_tile_loop_indexes_is_made_inside_it():
 def test_channel_space_packs_weights_and_lays_the_tile_channel_last():
     f = FUNCS["c2d"]
     spaces = PostOrderApply([MultiLevelTiling(lanes=8)]).generate(f)
-    assert len(spaces) == 2
+    assert len(spaces) == 3   # space 2: space 1 with the weights packed in the jobs
     maps = [i.inputs[1:] for i in spaces[1].insts if i.kind == "transform_layout"]
     assert maps == [("w_global", "lambda a0, a1, a2, a3: (a1, a2, a3, a0)"),
                     ("conv_local", "lambda a0, a1, a2, a3: (a0, a2, a3, a1)")]
@@ -239,6 +239,37 @@ def test_channel_space_packs_weights_and_lays_the_tile_channel_last():
     loops = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("for ")]
     inner = [ln for ln in loops if "vectorized" in ln]
     assert any(ln.split()[1].startswith("k_") for ln in inner)
+
+
+@given(seed=st.integers(0, 10_000))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_pack_made_inside_the_outer_tile_loops_is_each_jobs_own(seed):
+    """The last design space of a convolution packs its weights inside the outermost tile
+    loops, at the innermost one that moves the output channel (the first spaces pack them
+    at the root): each parallel job packs the channels it reads into a buffer of its own,
+    allocated inside the parallel loop; random draws compute the reference."""
+    f = tt.workloads.get("c2d", C=16, K=32, H=8, W=8)
+    spaces = GEN.generate(f)
+    root = [sp for sp in spaces if "w_global" in str(sp.insts)]
+    assert len(root) == 2
+    local = spaces[-1]
+    assert local is root[1] and "compute_at" in [i.kind for i in local.insts]
+    sch = sample(f, local, seed, GEN.postprocs)
+    if sch is None:
+        return  # a draw the post-processors reject
+    text = str(sch.func)
+    pack = text.index('with block("w_global"')
+    loops = re.findall(r"\n *for (\w+) in (\w+)\((\d+)\)", text[:pack])
+    outer = [(name, kind, int(n)) for name, kind, n in loops if not name.startswith("ax")]
+    assert outer, "the pack is at the root"
+    if any(n > 1 for _, _, n in outer):   # else the pack is all the jobs' work at once
+        assert any(kind == "parallel" for _, kind, _ in outer)
+        src = emit_c(lower(sch.func), TARGET)
+        body = src[src.index("int32_t tt_kernel"):]
+        decl = re.search(r"float(\* restrict)? w_global( = |\[)", body)  # heap or stack
+        assert decl and body.index("#pragma omp parallel") < decl.start()
+    ins = random_inputs(f, seed=seed)
+    check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
 
 
 @given(seed=st.integers(0, 10_000))

@@ -67,16 +67,24 @@ class MultiLevelTiling(ScheduleRule):
         # One design space per axis that can fill the vector lanes (space/layout.py); the
         # first keeps the output's last axis innermost, as before any layout choice.
         choices: list[LayoutChoice | None] = list(layout_choices(blk, self.lanes)) or [None]
-        out = []
+        # A choice that packs an input the outer tile loops index is tiled twice: the
+        # pack at the root, shared by the parallel jobs, and (a design space of its own,
+        # after the others) one made inside those loops, each job packing the part it
+        # reads (``_local_pack_loop``).
+        out: list[Schedule] = []
+        local: list[Schedule] = []
         for choice in choices:
-            forked = sch.copy()
-            try:
-                self._tile(forked, block, kinds, choice,
-                           loop_of[choice.var] if choice is not None else None)
-            except ScheduleError:
-                continue
-            out.append(forked)
-        return (out or [sch]) + dots
+            for own, spaces in ((False, out), (True, local)):
+                if own and (choice is None or not choice.packs):
+                    continue
+                forked = sch.copy()
+                try:
+                    self._tile(forked, block, kinds, choice,
+                               loop_of[choice.var] if choice is not None else None, own)
+                except ScheduleError:
+                    continue
+                spaces.append(forked)
+        return (out or [sch]) + dots + local
 
     def _order_pack(self, sch: Schedule, pack: BlockRV, dim: int, skip: int = 0) -> None:
         """Walk a packed copy in the order of its destination: the loop over ``dim`` (the
@@ -106,17 +114,24 @@ class MultiLevelTiling(ScheduleRule):
         self._order_pack(sch, pack, dim, skip)
 
     def _tile(self, sch: Schedule, block: BlockRV, kinds: list[tuple[LoopRV, str]],
-              choice: LayoutChoice | None, vec_loop: LoopRV | None) -> None:
+              choice: LayoutChoice | None, vec_loop: LoopRV | None,
+              local_packs: bool = False) -> None:
         # Packs of a buffer that the outermost tile loop indexes (attention's K per head)
         # are made inside that loop, once it exists: each parallel job packs its own part.
+        # With ``local_packs`` the other packs too, inside the outer tile loops.
         per_outer: list[tuple[BlockRV, Buffer, int]] = []
+        local: list[tuple[BlockRV, Buffer, int]] = []
         if choice is not None:
             for idx, buf, dim in choice.packs:
                 pack = sch.cache_read(block, idx, "global")
                 if self._indexed_by_first(sch, block, pack, kinds, vec_loop, choice):
                     per_outer.append((pack, buf, dim))
+                elif local_packs:
+                    local.append((pack, buf, dim))
                 else:
                     self._lay_out_pack(sch, pack, buf, dim, choice)
+        if local_packs and not local:
+            raise ScheduleError("no pack to make inside the outer tile loops")
         if choice is not None and choice.group is not None and vec_loop is not None:
             # Groups: the part of the axis within a group goes in the lanes.
             whole = vec_loop
@@ -163,6 +178,11 @@ class MultiLevelTiling(ScheduleRule):
             assert choice is not None
             sch.compute_at(pack, order[0])  # on plain indices, before the layout is set
             self._lay_out_pack(sch, pack, buf, dim, choice, skip=1)
+        for pack, buf, dim in local:
+            assert choice is not None
+            at = self._local_pack_loop(sch, block, pack, tiles["S"][0])
+            sch.compute_at(pack, tiles["S"][0][at])
+            self._lay_out_pack(sch, pack, buf, dim, choice, skip=at + 1)
         self._pack_panels(sch, block, choice, lane_vars,
                           tiles["R"][0][0] if tiles["R"][0] else None, self.lanes)
         # The register tile: S loops after the first reduction level.
@@ -214,6 +234,26 @@ class MultiLevelTiling(ScheduleRule):
         moved = axes_moved_by(blk, sch.get(first).var)
         buf = sch.get(pack).body.buffer
         return any(moved & free_vars(ix) for ld in loads_of(blk, buf) for ix in ld.indices)
+
+    @staticmethod
+    def _local_pack_loop(sch: Schedule, block: BlockRV, pack: BlockRV, outer: list[LoopRV]
+                         ) -> int:
+        """The position among the outermost tile loops ``outer`` of the innermost one
+        that moves the index of ``pack``'s buffer in ``block`` (a conv's output-channel
+        loop for its weights): packed there, each parallel job packs the part it reads
+        into memory of its own core instead of reading one packed at the root by all the
+        cores. On CONVLAYER's best kernel in the host's slow state, parallel over output
+        channels with each job packing its half ran 1.09-1.11x as fast as the shared
+        pack (RESULTS.md); level in its fast state. Outer loops that do not move it
+        repeat the pack (the search draws their extents, 1 among them)."""
+        blk = sch.get(block)
+        buf = sch.get(pack).body.buffer
+        used = {v for ld in loads_of(blk, buf) for ix in ld.indices for v in free_vars(ix)}
+        moving = [i for i, lp in enumerate(outer)
+                  if axes_moved_by(blk, sch.get(lp).var) & used]
+        if not moving:
+            raise ScheduleError(f"no outer tile loop moves the index of {buf.name}")
+        return moving[-1]
 
     @staticmethod
     def _pack_panels(sch: Schedule, block: BlockRV, choice: LayoutChoice | None,
