@@ -242,10 +242,11 @@ class MultiLevelTiling(ScheduleRule):
         that moves the index of ``pack``'s buffer in ``block`` (a conv's output-channel
         loop for its weights): packed there, each parallel job packs the part it reads
         into memory of its own core instead of reading one packed at the root by all the
-        cores. On CONVLAYER's best kernel in the host's slow state, parallel over output
-        channels with each job packing its half ran 1.09-1.11x as fast as the shared
-        pack (RESULTS.md); level in its fast state. Outer loops that do not move it
-        repeat the pack (the search draws their extents, 1 among them)."""
+        cores. CONVLAYER's best kernel drawn from this space (its two jobs each packing
+        all the weights, half at a time, where they read them) ran 1.13x as fast as
+        with the shared pack while the host was in its slow state; written by hand, the
+        same kernel ran as fast as the shared pack's in the fast state (RESULTS.md). Outer loops that do not move the index repeat the pack
+        (the search draws their extents, 1 among them)."""
         blk = sch.get(block)
         buf = sch.get(pack).body.buffer
         used = {v for ld in loads_of(blk, buf) for ix in ld.indices for v in free_vars(ix)}
