@@ -245,8 +245,9 @@ class MultiLevelTiling(ScheduleRule):
         cores. CONVLAYER's best kernel drawn from this space (its two jobs each packing
         all the weights, half at a time, where they read them) ran 1.13x as fast as
         with the shared pack while the host was in its slow state; written by hand, the
-        same kernel ran as fast as the shared pack's in the fast state (RESULTS.md). Outer loops that do not move the index repeat the pack
-        (the search draws their extents, 1 among them)."""
+        same kernel ran as fast as the shared pack's in the fast state (RESULTS.md).
+        Outer loops that do not move the index repeat the pack (the search draws their
+        extents, 1 among them)."""
         blk = sch.get(block)
         buf = sch.get(pack).body.buffer
         used = {v for ld in loads_of(blk, buf) for ix in ld.indices for v in free_vars(ix)}
