@@ -228,12 +228,7 @@ class MultiLevelTiling(ScheduleRule):
         head loop the kernel ran 76 us against 80 (hand-written C, two runs)."""
         first = next((lp for lp, k in kinds if k == "S" and
                       (lp is not vec_loop or choice.group is not None)), None)
-        if first is None:
-            return False
-        blk = sch.get(block)
-        moved = axes_moved_by(blk, sch.get(first).var)
-        buf = sch.get(pack).body.buffer
-        return any(moved & free_vars(ix) for ld in loads_of(blk, buf) for ix in ld.indices)
+        return first is not None and _moves_pack(sch, block, pack, first)
 
     @staticmethod
     def _local_pack_loop(sch: Schedule, block: BlockRV, pack: BlockRV, outer: list[LoopRV]
@@ -245,16 +240,13 @@ class MultiLevelTiling(ScheduleRule):
         cores. CONVLAYER's best kernel drawn from this space (its two jobs each packing
         all the weights, half at a time, where they read them) ran 1.13x as fast as
         with the shared pack while the host was in its slow state; written by hand, the
-        same kernel ran as fast as the shared pack's in the fast state (RESULTS.md).
-        Outer loops that do not move the index repeat the pack (the search draws their
-        extents, 1 among them)."""
-        blk = sch.get(block)
-        buf = sch.get(pack).body.buffer
-        used = {v for ld in loads_of(blk, buf) for ix in ld.indices for v in free_vars(ix)}
-        moving = [i for i, lp in enumerate(outer)
-                  if axes_moved_by(blk, sch.get(lp).var) & used]
+        same structure (each job packing all the weights at once) ran as fast as the
+        shared pack in the fast state (RESULTS.md). Outer loops that do not move the
+        index repeat the pack (the search draws their extents, 1 among them)."""
+        moving = [i for i, lp in enumerate(outer) if _moves_pack(sch, block, pack, lp)]
         if not moving:
-            raise ScheduleError(f"no outer tile loop moves the index of {buf.name}")
+            raise ScheduleError("no outer tile loop moves the index of "
+                                f"{sch.get(pack).body.buffer.name}")
         return moving[-1]
 
     @staticmethod
@@ -368,3 +360,12 @@ def _reused_across(blk: Block, loop_var: Var) -> bool:
             if not any(f is not None and any(f[0].get(v) for v in axes) for f in forms):
                 return True
     return False
+
+
+def _moves_pack(sch: Schedule, block: BlockRV, pack: BlockRV, loop: LoopRV) -> bool:
+    """Whether ``loop`` moves the index at which ``block`` reads ``pack``'s buffer: then
+    a pack made inside it holds only what one of its iterations reads."""
+    blk = sch.get(block)
+    moved = axes_moved_by(blk, sch.get(loop).var)
+    buf = sch.get(pack).body.buffer
+    return any(moved & free_vars(ix) for ld in loads_of(blk, buf) for ix in ld.indices)
