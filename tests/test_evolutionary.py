@@ -55,16 +55,15 @@ def test_the_random_share_of_a_batch_reaches_every_design_space():
 
     f = tt.workloads.get("gmm", M=32, N=48, K=12)  # rows in the lanes: whole vectors
     spaces = GEN.generate(f)
-    assert len(spaces) == 3   # the B-packing layout's pack at the root and in the jobs
+    assert len(spaces) == 2
     ctx = SearchContext(f, spaces, GEN, rng=random.Random(2))
     es = Biased(cost_model=TrainedRandom(1), population=24, generations=2, eps_greedy=0.25)
     es.init(ctx)
     batches = [es.generate(8) for _ in range(3)]
     spaces = [c.space for b in batches for c in b]
     assert len(spaces) == 24
-    # 6 of each 8 are the model's picks (space 0); about two thirds of the other 2 are
-    # from the other spaces
-    assert 1 <= sum(s != 0 for s in spaces) <= 6
+    # 6 of each 8 are the model's picks (space 0); about half of the other 2 are space 1
+    assert 1 <= spaces.count(1) <= 6
 
 
 def test_a_niche_is_the_register_tile_not_the_outer_tiling():

@@ -196,8 +196,10 @@ def test_a_pack_the_outermost_tile_loop_indexes_is_made_inside_it():
     """Attention's K (and Q) per head: the head loop is outermost, so each job packs its
     own heads inside it; a conv's weights and DENSE's X do not move with the outermost
     loop and are packed in a root nest of their own."""
-    def root_loop_of(f, spaces, space: int, buf: str) -> tuple[str, object]:
-        sch = next(s for s in (sample(f, spaces[space], seed, GEN.postprocs)
+    def root_loop_of(f, spaces, space: int, buf: str, at: int | None = None
+                     ) -> tuple[str, object]:
+        fixed = {} if at is None else {_pack_location(spaces[space]): at}
+        sch = next(s for s in (sample(f, spaces[space], seed, GEN.postprocs, fixed)
                                for seed in range(20)) if s is not None)
         text = str(sch.func)
         before = text[:text.index(f'with block("{buf}"')]
@@ -220,15 +222,28 @@ def test_a_pack_the_outermost_tile_loop_indexes_is_made_inside_it():
     assert re.search(r"\n    for n_0 in range\(1\)", text) and " in parallel(" in text
     ins = random_inputs(big)
     check_close(tt.build(sch)(*ins), evaluate(big, ins)[0])
-    assert root_loop_of(FUNCS["dense"], SPACES["dense"], 1, "X_global")[0].startswith("ax")
+    # Placed at the root (location 0), or inside the tile loop that moves them (1)
     c2d = tt.workloads.get("c2d", C=16, K=32, H=8, W=8)
-    assert root_loop_of(c2d, GEN.generate(c2d), 1, "w_global")[0].startswith("ax")
+    for f, spaces, buf, loop in ((FUNCS["dense"], SPACES["dense"], "X_global", "j_0"),
+                                 (c2d, GEN.generate(c2d), "w_global", "k_0")):
+        assert root_loop_of(f, spaces, 1, buf, at=0)[0].startswith("ax")
+        assert loop in root_loop_of(f, spaces, 1, buf, at=1)[0]   # or a fusion with it
+        # no third candidate: the outer loops that do not move the pack repeat it
+        assert all(sample(f, spaces[1], seed, GEN.postprocs,
+                          {_pack_location(spaces[1]): 2}) is None for seed in range(3))
+
+
+def _pack_location(space) -> int:
+    """The index of the sampled location of a space's packed input (not its pad's)."""
+    made = {str(i.outputs[0]) for i in space.insts if i.kind == "cache_read"}
+    return next(k for k, i in enumerate(space.insts)
+                if i.kind == "sample_compute_location" and str(i.inputs[0]) in made)
 
 
 def test_channel_space_packs_weights_and_lays_the_tile_channel_last():
     f = FUNCS["c2d"]
     spaces = PostOrderApply([MultiLevelTiling(lanes=8)]).generate(f)
-    assert len(spaces) == 3   # space 2: space 1 with the weights packed in the jobs
+    assert len(spaces) == 2
     maps = [i.inputs[1:] for i in spaces[1].insts if i.kind == "transform_layout"]
     assert maps == [("w_global", "lambda a0, a1, a2, a3: (a1, a2, a3, a0)"),
                     ("conv_local", "lambda a0, a1, a2, a3: (a0, a2, a3, a1)")]
@@ -244,23 +259,16 @@ def test_channel_space_packs_weights_and_lays_the_tile_channel_last():
 @given(seed=st.integers(0, 10_000))
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_a_pack_made_inside_the_outer_tile_loops_is_each_jobs_own(seed):
-    """The last design space of a convolution packs its weights inside the outermost tile
-    loops, at the innermost one that moves the output channel (the first spaces pack them
-    at the root): each parallel job packs the channels it reads into a buffer of its own,
-    allocated inside the parallel loop; random draws compute the reference."""
+    """The channel space of a convolution samples where its weights are packed: at the
+    root, or inside the outermost tile loops, at the one that moves the output channel:
+    each parallel job packs the channels it reads into a buffer of its own, allocated
+    inside the parallel loop; random draws compute the reference."""
     f = tt.workloads.get("c2d", C=16, K=32, H=8, W=8)
     spaces = GEN.generate(f)
-    root = [sp for sp in spaces if "w_global" in str(sp.insts)]
-    assert len(root) == 2
-    local = spaces[-1]
-    assert local is root[1]
-
-    def pack_moved(space):   # a compute_at of the weights' pack (the pad has its own)
-        made = {str(i.outputs[0]) for i in space.insts if i.kind == "cache_read"}
-        return any(i.kind == "compute_at" and str(i.inputs[0]) in made for i in space.insts)
-
-    assert pack_moved(local) and not pack_moved(root[0])
-    sch = sample(f, local, seed, GEN.postprocs)
+    assert len(spaces) == 2 and "w_global" in str(spaces[1].insts)
+    local = spaces[1]
+    fixed = {_pack_location(local): 1}
+    sch = sample(f, local, seed, GEN.postprocs, fixed)
     if sch is None:
         return  # a draw the post-processors reject
     text = str(sch.func)

@@ -23,6 +23,21 @@ def test_get_block_unknown_lists_blocks():
     _raises(sch, lambda: sch.get_block("D"), r"no block named 'D'; blocks are: C")
 
 
+def test_get_loops_innermost():
+    """The innermost loops of a block, recorded so a replay gets as many back."""
+    sch = _sch()
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 4])
+    inner = sch.get_loops(sch.get_block("C"), innermost=2)
+    assert [str(sch.get(lp).var) for lp in inner] == [str(sch.get(j).var), str(sch.get(k).var)]
+    assert sch.trace.insts[-1].attr("innermost") == 2
+    again = _sch()
+    sch.trace.apply(again)
+    assert str(again.func) == str(sch.func)
+    _raises(sch, lambda: sch.get_loops(sch.get_block("C"), innermost=5),
+            r"block C has 4 loops, asked for the innermost 5")
+
+
 def test_split_errors():
     sch = _sch()
     i, j, k = sch.get_loops(sch.get_block("C"))

@@ -130,10 +130,23 @@ class Schedule:
         self._record("get_block", [name], {}, [rv])
         return rv
 
-    def get_loops(self, block: BlockRV) -> list[LoopRV]:
-        _, path = find_block(self.func, self._block(block, "get_loops"))
+    def get_loops(self, block: BlockRV, innermost: int | None = None) -> list[LoopRV]:
+        """The loops around ``block``, outermost first; with ``innermost``, only that many
+        of the innermost (a block whose compute location is sampled has as many own
+        loops wherever it lands, and a trace must get the same number back on replay).
+
+        >>> sch.get_loops(sch.get_block("w_global"), innermost=4)
+        """
+        name = self._block(block, "get_loops")
+        _, path = find_block(self.func, name)
+        if innermost is not None:
+            if not 0 < innermost <= len(path):
+                raise ScheduleError(f"get_loops: block {name} has {len(path)} loops, "
+                                    f"asked for the innermost {innermost}")
+            path = path[len(path) - innermost:]
         rvs = [self._new(LoopRV, lp.var) for lp in path]
-        self._record("get_loops", [block], {}, rvs)
+        self._record("get_loops", [block], {} if innermost is None else
+                     {"innermost": innermost}, rvs)
         return rvs
 
     def get_producers(self, block: BlockRV) -> list[BlockRV]:

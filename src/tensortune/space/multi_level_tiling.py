@@ -67,24 +67,16 @@ class MultiLevelTiling(ScheduleRule):
         # One design space per axis that can fill the vector lanes (space/layout.py); the
         # first keeps the output's last axis innermost, as before any layout choice.
         choices: list[LayoutChoice | None] = list(layout_choices(blk, self.lanes)) or [None]
-        # A choice that packs an input the outer tile loops index is tiled twice: the
-        # pack at the root, shared by the parallel jobs, and (a design space of its own,
-        # after the others) one made inside those loops, each job packing the part it
-        # reads (``_local_pack_loop``).
         out: list[Schedule] = []
-        local: list[Schedule] = []
         for choice in choices:
-            for own, spaces in ((False, out), (True, local)):
-                if own and (choice is None or not choice.packs):
-                    continue
-                forked = sch.copy()
-                try:
-                    self._tile(forked, block, kinds, choice,
-                               loop_of[choice.var] if choice is not None else None, own)
-                except ScheduleError:
-                    continue
-                spaces.append(forked)
-        return (out or [sch]) + dots + local
+            forked = sch.copy()
+            try:
+                self._tile(forked, block, kinds, choice,
+                           loop_of[choice.var] if choice is not None else None)
+            except ScheduleError:
+                continue
+            out.append(forked)
+        return (out or [sch]) + dots
 
     def _order_pack(self, sch: Schedule, pack: BlockRV, dim: int, skip: int = 0) -> None:
         """Walk a packed copy in the order of its destination: the loop over ``dim`` (the
@@ -92,8 +84,10 @@ class MultiLevelTiling(ScheduleRule):
         keeping its place. Left in source order, every store of CONVLAYER's weight repack
         went 128 floats apart and the repack took 10% of the kernel; walked this way it
         writes whole vectors and reads a few rows that stay in L1 (2.03 -> 1.78 ms).
-        ``skip``: loops of the consumer the copy was computed at, not the copy's own."""
-        loops = sch.get_loops(pack)[skip:]
+        ``skip``: loops of the consumer the copy was computed at, not the copy's own;
+        -1: the copy's own loops counted from the innermost (a sampled location)."""
+        loops = sch.get_loops(pack)[skip:] if skip >= 0 else \
+            sch.get_loops(pack, innermost=len(sch.get(pack).iter_vars))
         if not 0 <= dim < len(loops) - 1:
             return  # already innermost
         extent = sch.get(loops[dim]).extent
@@ -114,24 +108,19 @@ class MultiLevelTiling(ScheduleRule):
         self._order_pack(sch, pack, dim, skip)
 
     def _tile(self, sch: Schedule, block: BlockRV, kinds: list[tuple[LoopRV, str]],
-              choice: LayoutChoice | None, vec_loop: LoopRV | None,
-              local_packs: bool = False) -> None:
+              choice: LayoutChoice | None, vec_loop: LoopRV | None) -> None:
         # Packs of a buffer that the outermost tile loop indexes (attention's K per head)
         # are made inside that loop, once it exists: each parallel job packs its own part.
-        # With ``local_packs`` the other packs too, inside the outer tile loops.
+        # The others are placed once the tile loops exist (``_place_pack``).
         per_outer: list[tuple[BlockRV, Buffer, int]] = []
-        local: list[tuple[BlockRV, Buffer, int]] = []
+        placed: list[tuple[BlockRV, Buffer, int]] = []
         if choice is not None:
             for idx, buf, dim in choice.packs:
                 pack = sch.cache_read(block, idx, "global")
                 if self._indexed_by_first(sch, block, pack, kinds, vec_loop, choice):
                     per_outer.append((pack, buf, dim))
-                elif local_packs:
-                    local.append((pack, buf, dim))
                 else:
-                    self._lay_out_pack(sch, pack, buf, dim, choice)
-        if local_packs and not local:
-            raise ScheduleError("no pack to make inside the outer tile loops")
+                    placed.append((pack, buf, dim))
         if choice is not None and choice.group is not None and vec_loop is not None:
             # Groups: the part of the axis within a group goes in the lanes.
             whole = vec_loop
@@ -178,11 +167,10 @@ class MultiLevelTiling(ScheduleRule):
             assert choice is not None
             sch.compute_at(pack, order[0])  # on plain indices, before the layout is set
             self._lay_out_pack(sch, pack, buf, dim, choice, skip=1)
-        for pack, buf, dim in local:
+        for pack, buf, dim in placed:
             assert choice is not None
-            at = self._local_pack_loop(sch, block, pack, tiles["S"][0])
-            sch.compute_at(pack, tiles["S"][0][at])
-            self._lay_out_pack(sch, pack, buf, dim, choice, skip=at + 1)
+            self._place_pack(sch, block, pack, tiles["S"][0], order)
+            self._lay_out_pack(sch, pack, buf, dim, choice, skip=-1)
         self._pack_panels(sch, block, choice, lane_vars,
                           tiles["R"][0][0] if tiles["R"][0] else None, self.lanes)
         # The register tile: S loops after the first reduction level.
@@ -231,23 +219,24 @@ class MultiLevelTiling(ScheduleRule):
         return first is not None and _moves_pack(sch, block, pack, first)
 
     @staticmethod
-    def _local_pack_loop(sch: Schedule, block: BlockRV, pack: BlockRV, outer: list[LoopRV]
-                         ) -> int:
-        """The position among the outermost tile loops ``outer`` of the innermost one
-        that moves the index of ``pack``'s buffer in ``block`` (a conv's output-channel
-        loop for its weights): packed there, each parallel job packs the part it reads
-        into memory of its own core instead of reading one packed at the root by all the
-        cores. CONVLAYER's best kernel drawn from this space (its two jobs each packing
-        all the weights, half at a time, where they read them) ran 1.13x as fast as
-        with the shared pack while the host was in its slow state; written by hand, the
-        same structure (each job packing all the weights at once) ran as fast as the
-        shared pack in the fast state (RESULTS.md). Outer loops that do not move the
-        index repeat the pack (the search draws their extents, 1 among them)."""
+    def _place_pack(sch: Schedule, block: BlockRV, pack: BlockRV, outer: list[LoopRV],
+                    order: list[LoopRV]) -> None:
+        """Sample where a pack is made: at the root, shared by the parallel jobs, or
+        inside the outermost tile loops ``outer`` at one that moves the index of
+        ``pack``'s buffer in ``block`` (a conv's output-channel loop for its weights),
+        where each parallel job packs the part it reads into memory of its own core.
+        CONVLAYER's best kernel with its weights packed in the jobs ran 1.13x as fast as
+        with the shared pack while the host was in its slow state, and level in the fast
+        state (RESULTS.md). Outer loops that do not move the index repeat the pack (the
+        search draws their extents, 1 among them). One sampled decision, not a design
+        space per placement: the mutator moves a good program's pack, and the random
+        draws are not split three ways between the spaces of a convolution."""
         moving = [i for i, lp in enumerate(outer) if _moves_pack(sch, block, pack, lp)]
         if not moving:
-            raise ScheduleError("no outer tile loop moves the index of "
-                                f"{sch.get(pack).body.buffer.name}")
-        return moving[-1]
+            return   # at the root, as every job reads all of it
+        # The candidates are the root and the loops that enclose the next tile loop and
+        # move the pack's index (compute_location_candidates drops the others).
+        sch.compute_at(pack, sch.sample_compute_location(pack, outside=order[moving[-1] + 1]))
 
     @staticmethod
     def _pack_panels(sch: Schedule, block: BlockRV, choice: LayoutChoice | None,
