@@ -212,15 +212,11 @@ def _vector_value(em: SimdEmitter, body: Stmt, arrays: dict[tuple[Buffer, int], 
         return body
     if value.dtype != arr.dtype or body.buffer.dtype != arr.dtype:
         return body
-    saved, used = em.lines, set(em.used)
-    em.lines = []
     try:
-        em._vstmt(BufferStore(arr, (lane,), value), lane, arr.dtype, width, ind)
+        with em.tentative():
+            em._vstmt(BufferStore(arr, (lane,), value), lane, arr.dtype, width, ind)
     except _NoVec:
-        em.lines, em.used = saved, used
         return body
-    saved.extend(em.lines)   # the caller may hold ``saved`` (vector_loop does)
-    em.lines = saved
     return BufferStore(body.buffer, body.indices, BufferLoad(arr, (lane,)))
 
 

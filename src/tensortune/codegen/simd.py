@@ -17,6 +17,9 @@ Example (the inner loops of a register-tiled matmul)::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
@@ -100,6 +103,21 @@ class SimdEmitter(CEmitter):
         super().loop(s, ind)
 
     # ---------------------------------------------------------------- vector loops
+    @contextmanager
+    def tentative(self) -> Iterator[None]:
+        """Emit into a scratch list that joins the lines when the block completes and is
+        dropped, with the names given in it, when the block raises (``_NoVec``: the
+        caller then emits another form, which gives those names again)."""
+        saved, used = self.lines, set(self.used)
+        self.lines = []
+        try:
+            yield
+        except BaseException:
+            self.lines, self.used = saved, used
+            raise
+        saved.extend(self.lines)   # a caller may hold ``saved``: extended in place
+        self.lines = saved
+
     def vector_loop(self, s: For, ind: int) -> bool:
         dtypes = {st.buffer.dtype for st in stores_in(s.body)}
         if len(dtypes) != 1 or not is_float(next(iter(dtypes))):
@@ -118,36 +136,32 @@ class SimdEmitter(CEmitter):
         if plan is None:
             return self._scalar_unroll_if_promoted(s, ind)
         lane = Var("lane")
-        saved, used = self.lines, set(self.used)
-        self.lines = []
         rest = plan
         try:
-            if len(plan) > MAX_INLINE_CHUNKS and not _touched(s.body) & set(self.promoted):
-                # A long row (a whole output row copied from its strips) loops over its
-                # whole vectors: 192 of them inline took gcc 2 s to compile.
-                w = plan[0][1]
-                chunks = sum(1 for _, cw in plan if cw == w)
-                c = Var(f"{s.var.name}_c")
-                self.ranges[c] = (0, chunks - 1)
-                self.ranges[lane] = (0, w - 1)
-                cv = self.var(c)
-                self.emit(f"for (int32_t {cv} = 0; {cv} < {chunks}; ++{cv}) {{", ind)
-                at = BinOp("+", BinOp("*", c, IntImm(w), "int32"), lane, "int32")
-                self._vstmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)
-                self.emit("}", ind)
-                rest = plan[chunks:]
-            for off, w in rest:
-                self.ranges[lane] = (0, w - 1)
-                body = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
-                self._vstmt(body, lane, dtype, w, ind)
-            for k in range(s.extent - tail, s.extent):
-                self.stmt(_subst(s.body, {s.var: IntImm(k)}, self.ranges), ind)
+            with self.tentative():
+                if len(plan) > MAX_INLINE_CHUNKS and \
+                        not _touched(s.body) & set(self.promoted):
+                    # A long row (a whole output row copied from its strips) loops over
+                    # its whole vectors: 192 of them inline took gcc 2 s to compile.
+                    w = plan[0][1]
+                    chunks = sum(1 for _, cw in plan if cw == w)
+                    c = Var(f"{s.var.name}_c")
+                    self.ranges[c] = (0, chunks - 1)
+                    self.ranges[lane] = (0, w - 1)
+                    cv = self.var(c)
+                    self.emit(f"for (int32_t {cv} = 0; {cv} < {chunks}; ++{cv}) {{", ind)
+                    at = BinOp("+", BinOp("*", c, IntImm(w), "int32"), lane, "int32")
+                    self._vstmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)
+                    self.emit("}", ind)
+                    rest = plan[chunks:]
+                for off, w in rest:
+                    self.ranges[lane] = (0, w - 1)
+                    body = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
+                    self._vstmt(body, lane, dtype, w, ind)
+                for k in range(s.extent - tail, s.extent):
+                    self.stmt(_subst(s.body, {s.var: IntImm(k)}, self.ranges), ind)
         except _NoVec:
-            # Names given to the body's allocations are given again by the scalar code.
-            self.lines, self.used = saved, used
             return self._scalar_unroll_if_promoted(s, ind)
-        out, self.lines = self.lines, saved
-        self.lines.extend(out)
         self.vtypes.update((dtype, w) for _, w in plan)
         return True
 

@@ -121,26 +121,24 @@ def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var
     vt, size = vector_type(dtype, w), dtype_bytes(dtype)
     lane = Var("lane")
     em.ranges[lane] = (0, w - 1)
-    saved, em.lines = em.lines, []
     try:
-        for c in range(extent // w):
-            at = BinOp("+", IntImm(c * w), lane, "int32")
-            vals = [em._vec(simplify(substitute(v, {lv: at}), em.ranges), lane, dtype, w)
-                    for _, v in stores]
-            em.emit("{ " + " ".join(f"{vt} t{k} = {v};" for k, v in enumerate(vals)), ind)
-            for line in zip_rounds(vt, rows):
-                em.emit(line, ind)
-            for r, q in itertools.product(range(rows), range(w // rows)):
-                addr = simplify(substitute(stores[0][0], {lv: IntImm(c * w + q * rows + r)}),
-                                em.ranges)
-                em.emit(f"  memcpy(&{em.bufname[buf]}[{em.expr(addr)}], "
-                        f"(const char*)&t{r} + {q * rows * size}, {rows * size});", ind)
-            em.emit("}", ind)
+        with em.tentative():
+            for c in range(extent // w):
+                at = BinOp("+", IntImm(c * w), lane, "int32")
+                vals = [em._vec(simplify(substitute(v, {lv: at}), em.ranges), lane, dtype, w)
+                        for _, v in stores]
+                em.emit("{ " + " ".join(f"{vt} t{k} = {v};" for k, v in enumerate(vals)),
+                        ind)
+                for line in zip_rounds(vt, rows):
+                    em.emit(line, ind)
+                for r, q in itertools.product(range(rows), range(w // rows)):
+                    at_r = IntImm(c * w + q * rows + r)
+                    addr = simplify(substitute(stores[0][0], {lv: at_r}), em.ranges)
+                    em.emit(f"  memcpy(&{em.bufname[buf]}[{em.expr(addr)}], "
+                            f"(const char*)&t{r} + {q * rows * size}, {rows * size});", ind)
+                em.emit("}", ind)
     except _NoVec:
         return False
-    finally:
-        out, em.lines = em.lines, saved
-    em.lines.extend(out)
     register_zips(em, dtype, w, rows)
     return True
 
