@@ -236,7 +236,8 @@ class MultiLevelTiling(ScheduleRule):
             return   # at the root, as every job reads all of it
         # The candidates are the root and the loops that enclose the next tile loop and
         # move the pack's index (compute_location_candidates drops the others).
-        sch.compute_at(pack, sch.sample_compute_location(pack, outside=order[moving[-1] + 1]))
+        after = order[order.index(outer[moving[-1]]) + 1]
+        sch.compute_at(pack, sch.sample_compute_location(pack, outside=after))
 
     @staticmethod
     def _pack_panels(sch: Schedule, block: BlockRV, choice: LayoutChoice | None,
