@@ -78,16 +78,15 @@ class MultiLevelTiling(ScheduleRule):
             out.append(forked)
         return (out or [sch]) + dots
 
-    def _order_pack(self, sch: Schedule, pack: BlockRV, dim: int, skip: int = 0) -> None:
+    def _order_pack(self, sch: Schedule, pack: BlockRV, dim: int) -> None:
         """Walk a packed copy in the order of its destination: the loop over ``dim`` (the
         axis the pack moves last) goes innermost, a vector's worth of it, its outer part
         keeping its place. Left in source order, every store of CONVLAYER's weight repack
         went 128 floats apart and the repack took 10% of the kernel; walked this way it
         writes whole vectors and reads a few rows that stay in L1 (2.03 -> 1.78 ms).
-        ``skip``: loops of the consumer the copy was computed at, not the copy's own;
-        -1: the copy's own loops counted from the innermost (a sampled location)."""
-        loops = sch.get_loops(pack)[skip:] if skip >= 0 else \
-            sch.get_loops(pack, innermost=len(sch.get(pack).iter_vars))
+        The copy's own loops are counted from the innermost: wherever it was computed
+        (a sampled location), it has one per iterator."""
+        loops = sch.get_loops(pack, innermost=len(sch.get(pack).iter_vars))
         if not 0 <= dim < len(loops) - 1:
             return  # already innermost
         extent = sch.get(loops[dim]).extent
@@ -99,13 +98,13 @@ class MultiLevelTiling(ScheduleRule):
         sch.reorder(*[outer if i == dim else lp for i, lp in enumerate(loops)], inner)
 
     def _lay_out_pack(self, sch: Schedule, pack: BlockRV, buf: Buffer, dim: int,
-                      choice: LayoutChoice, skip: int = 0) -> None:
+                      choice: LayoutChoice) -> None:
         """Set a layout choice's packed copy of ``buf`` to its layout (``pack_map``; no
         strips for a sliding window or a group) and walk it in destination order."""
         strips = not choice.window and choice.group is None
         sch.transform_layout(pack, sch.get(pack).body.buffer.name,
                              pack_map(buf, dim, self.lanes, strips))
-        self._order_pack(sch, pack, dim, skip)
+        self._order_pack(sch, pack, dim)
 
     def _tile(self, sch: Schedule, block: BlockRV, kinds: list[tuple[LoopRV, str]],
               choice: LayoutChoice | None, vec_loop: LoopRV | None) -> None:
@@ -166,11 +165,11 @@ class MultiLevelTiling(ScheduleRule):
         for pack, buf, dim in per_outer:
             assert choice is not None
             sch.compute_at(pack, order[0])  # on plain indices, before the layout is set
-            self._lay_out_pack(sch, pack, buf, dim, choice, skip=1)
+            self._lay_out_pack(sch, pack, buf, dim, choice)
         for pack, buf, dim in placed:
             assert choice is not None
             self._place_pack(sch, block, pack, tiles["S"][0], order)
-            self._lay_out_pack(sch, pack, buf, dim, choice, skip=-1)
+            self._lay_out_pack(sch, pack, buf, dim, choice)
         self._pack_panels(sch, block, choice, lane_vars,
                           tiles["R"][0][0] if tiles["R"][0] else None, self.lanes)
         # The register tile: S loops after the first reduction level.
@@ -231,12 +230,11 @@ class MultiLevelTiling(ScheduleRule):
         search draws their extents, 1 among them). One sampled decision, not a design
         space per placement: the mutator moves a good program's pack, and the random
         draws are not split three ways between the spaces of a convolution."""
-        moving = [i for i, lp in enumerate(outer) if _moves_pack(sch, block, pack, lp)]
-        if not moving:
+        if not any(_moves_pack(sch, block, pack, lp) for lp in outer):
             return   # at the root, as every job reads all of it
-        # The candidates are the root and the loops that enclose the next tile loop and
-        # move the pack's index (compute_location_candidates drops the others).
-        after = order[order.index(outer[moving[-1]]) + 1]
+        # The candidates are the root and the outer tile loops that move the pack's index
+        # (compute_location_candidates drops the others): those enclosing the next loop.
+        after = order[order.index(outer[-1]) + 1]
         sch.compute_at(pack, sch.sample_compute_location(pack, outside=after))
 
     @staticmethod
