@@ -17,6 +17,9 @@ Passes, in order:
 6. ``partition_loops`` (``partition.py``): a loop is split where a guard on its own
    variable changes value (a padded copy's borders, a tail test left inside a loop), so
    the middle part has no guard.
+7. ``unswitch_loops`` (``unswitch.py``): a loop whose body selects on a condition none
+   of its iterations changes becomes one copy per outcome under one test, so no copy
+   computes the branches it does not take.
 
 Example:
     >>> low = lower(sch.func)     # a PrimFunc without blocks, ready for codegen.c
@@ -57,6 +60,7 @@ from ..tir.stmt import (
 )
 from .partition import partition_loops
 from .speculate import speculate_tails
+from .unswitch import unswitch_loops
 
 MAX_UNROLL = 512  # weighted statements an expansion may produce; bigger ones stay loops
 LOOP_WEIGHT = 8  # a loop left inside an expansion costs gcc far more than a statement
@@ -278,4 +282,4 @@ def lower(func: PrimFunc) -> PrimFunc:
     if body is None:
         return replace(f, body=Seq(()))
     f = speculate_tails(replace(f, body=body))
-    return replace(f, body=partition_loops(f.body, None, simplify_stmt))
+    return replace(f, body=unswitch_loops(partition_loops(f.body, None, simplify_stmt)))

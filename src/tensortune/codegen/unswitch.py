@@ -1,0 +1,96 @@
+"""Loop unswitching: a loop whose body selects on a condition that no iteration of it
+changes runs as one copy per outcome, under a single test.
+
+A stage indexed by a small transform axis picks its formula with a select on that
+axis, and the loop inside runs over something else::
+
+    for c, k:  U[e, c, k] = select(e == 0, w[k, c, 0], select(e == 1, ..., ...))
+
+gcc if-converts such a loop to vectorize it: every branch is computed for every lane
+and the results blended, the work of all the formulas for the price of one. Unswitched,
+each copy of the loop holds one formula and no select::
+
+    if (e == 0) for c, k: U[e, c, k] = w[k, c, 0]
+    else if (e == 1) for c, k: ...
+
+Only conditions on loop variables (no memory reads) that no loop inside the unswitched
+loop binds are used; parallel loops are not unswitched (their iterations are the
+threads' work, and the test is cheap inside them); a loop is left whole when its body
+is large or when its copies would be more than ``MAX_COPIES``.
+
+Example:
+    >>> low = unswitch_loops(lowered.body)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..tir.expr import BufferLoad, Expr, Select, Var, structural_equal
+from ..tir.functor import free_vars, iter_exprs, rewrite_expr, rewrite_stmt, stmt_exprs, walk
+from ..tir.stmt import Allocate, For, ForKind, IfThenElse, Seq, Stmt, seq
+
+MAX_BODY = 64    # statements in a loop body worth copying
+MAX_COPIES = 16  # copies of one loop at most (a 4 x 4 transform's formulas)
+
+
+def unswitch_loops(s: Stmt) -> Stmt:
+    """``s`` with every non-parallel loop unswitched on the invariant conditions of its
+    selects (module docstring); inner loops first."""
+    if isinstance(s, For):
+        loop = replace(s, body=unswitch_loops(s.body))
+        if loop.kind == ForKind.PARALLEL or _size(loop.body) > MAX_BODY:
+            return loop
+        out, copies = _unswitch(loop)
+        return out if copies <= MAX_COPIES else loop
+    if isinstance(s, Seq):
+        return seq([unswitch_loops(x) for x in s.stmts])
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, unswitch_loops(s.then),
+                          None if s.else_ is None else unswitch_loops(s.else_))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, unswitch_loops(s.body))
+    return s
+
+
+def _unswitch(loop: For) -> tuple[Stmt, int]:
+    """The loop split on its first invariant condition, recursively; and how many
+    copies of the loop that made."""
+    cond = _invariant_condition(loop)
+    if cond is None:
+        return loop, 1
+    then, n_then = _unswitch(_decide(loop, cond, True))
+    else_, n_else = _unswitch(_decide(loop, cond, False))
+    return IfThenElse(cond, then, else_), n_then + n_else
+
+
+def _invariant_condition(loop: For) -> Expr | None:
+    bound = {loop.var} | {x.var for x in walk(loop.body) if isinstance(x, For)}
+    for x in walk(loop.body):
+        for e in stmt_exprs(x):
+            for sub in iter_exprs(e):
+                if isinstance(sub, Select) and _invariant(sub.cond, bound):
+                    return sub.cond
+    return None
+
+
+def _invariant(cond: Expr, bound: set[Var]) -> bool:
+    if any(isinstance(x, BufferLoad) for x in iter_exprs(cond)):
+        return False
+    return not (free_vars(cond) & bound)
+
+
+def _decide(loop: For, cond: Expr, value: bool) -> For:
+    """``loop`` with every select on ``cond`` replaced by its branch for ``value``."""
+    def pick(e: Expr) -> Expr:
+        if isinstance(e, Select) and structural_equal(e.cond, cond):
+            return e.t if value else e.f
+        return e
+
+    out = rewrite_stmt(loop, expr_fn=lambda e: rewrite_expr(e, pick))
+    assert isinstance(out, For)
+    return out
+
+
+def _size(s: Stmt) -> int:
+    return sum(1 for x in walk(s) if not isinstance(x, (Seq, Allocate)))

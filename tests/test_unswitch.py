@@ -1,0 +1,112 @@
+"""Loop unswitching (codegen/unswitch.py): a select on a condition the loop does not
+change leaves the loop; the copies keep the meaning of the select."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensortune as tt
+from tensortune import te
+from tensortune.codegen import lower
+from tensortune.codegen.unswitch import MAX_COPIES, unswitch_loops
+from tensortune.reference import check_close, evaluate, random_inputs
+from tensortune.tir.expr import Select
+from tensortune.tir.functor import iter_exprs, stmt_exprs, walk
+from tensortune.tir.stmt import For, ForKind, IfThenElse, PrimFunc
+
+
+def _table(rows: int, coefs: list[list[float]], n: int) -> PrimFunc:
+    """out[e, i] = sum_j coefs[e][j] * x[j, i]: the formula picked by a select on e."""
+    x = te.placeholder((len(coefs[0]), n), name="x")
+
+    def value(e, i):
+        def formula(r):
+            out = x[0, i] * coefs[r][0]
+            for j in range(1, len(coefs[r])):
+                out = out + x[j, i] * coefs[r][j]
+            return out
+        v = formula(rows - 1)
+        for r in range(rows - 2, -1, -1):
+            v = te.if_then_else(e == r, formula(r), v)
+        return v
+
+    out = te.compute((rows, n), value, name="out")
+    return te.create_func([x, out], name="table")
+
+
+def _selects_in_loops(body) -> list[Select]:
+    """The selects left in the stores of innermost loops."""
+    found = []
+    for loop in walk(body):
+        if isinstance(loop, For) and not any(isinstance(s, For) for s in walk(loop.body)):
+            found += [sub for s in walk(loop.body) for e in stmt_exprs(s)
+                      for sub in iter_exprs(e) if isinstance(sub, Select)]
+    return found
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(1, 6), terms=st.integers(1, 4), n=st.integers(2, 40),
+       vec=st.booleans(), parallel=st.booleans(), data=st.data())
+def test_unswitched_tables_compute_the_reference(rows, terms, n, vec, parallel, data):
+    """Random formula tables (non-zero coefficients), the inner loop vectorized or not,
+    the outer loop parallel or not: the kernel equals the reference, and no select is
+    left inside the inner loop (at least 2 long: a loop of one is folded away and its
+    select is then on the loop around it)."""
+    coefs = [[data.draw(st.sampled_from([-2.0, -1.0, -0.5, 0.25, 0.5, 1.0, 3.0]))
+              for _ in range(terms)] for _ in range(rows)]
+    f = _table(rows, coefs, n)
+    sch = tt.Schedule(f)
+    e, i = sch.get_loops(sch.get_block("out"))
+    if vec:
+        sch.vectorize(i)
+    if parallel:
+        sch.parallel(e)
+    low = lower(sch.func)
+    assert not _selects_in_loops(low.body)
+    inputs = random_inputs(f, seed=rows * 1000 + n)
+    check_close(tt.build(sch)(*[np.copy(a) for a in inputs]), evaluate(f, inputs)[0])
+
+
+def test_a_condition_on_the_loop_itself_stays():
+    """``select(i < 3, ...)`` changes with i: the i loop is not unswitched (that is
+    partitioning's case), and the e loop around it is not either (i is bound inside)."""
+    x = te.placeholder((4, 8), name="x")
+    out = te.compute((4, 8), lambda e, i: te.if_then_else(i * e < 3, x[e, i], x[e, i] * 2.0),
+                     name="out")
+    f = te.create_func([x, out], name="inner")
+    low = lower(tt.Schedule(f).func)
+    assert not any(isinstance(s, IfThenElse) for s in walk(low.body))
+    assert _selects_in_loops(low.body)
+
+
+def test_a_condition_that_reads_memory_stays():
+    """A select on a loaded value is not a condition on loop variables: kept."""
+    x = te.placeholder((4, 8), name="x")
+    g = te.placeholder((4,), name="g")
+    out = te.compute((4, 8), lambda e, i: te.if_then_else(g[e] > 0.0, x[e, i], 0.0),
+                     name="out")
+    f = te.create_func([x, g, out], name="loaded")
+    low = lower(tt.Schedule(f).func)
+    assert _selects_in_loops(low.body)
+
+
+def test_too_many_copies_leave_the_loop_whole():
+    """A table of more formulas than MAX_COPIES is left as it is."""
+    rows = MAX_COPIES + 1
+    f = _table(rows, [[1.0 + r] for r in range(rows)], 8)
+    low = lower(tt.Schedule(f).func)
+    assert _selects_in_loops(low.body)
+    small = lower(tt.Schedule(_table(MAX_COPIES, [[1.0 + r] for r in range(MAX_COPIES)],
+                                     8)).func)
+    assert not _selects_in_loops(small.body)
+
+
+def test_parallel_loops_are_not_copied():
+    """The unswitch happens inside a parallel loop, never around it."""
+    f = _table(4, [[1.0], [2.0], [3.0], [4.0]], 16)
+    sch = tt.Schedule(f)
+    e, _ = sch.get_loops(sch.get_block("out"))
+    sch.parallel(e)
+    low = unswitch_loops(lower(sch.func).body)
+    tops = [s for s in walk(low) if isinstance(s, For) and s.kind == ForKind.PARALLEL]
+    assert len(tops) == 1 and isinstance(tops[0].body, IfThenElse)
