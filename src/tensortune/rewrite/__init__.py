@@ -10,6 +10,7 @@ from ..tir.stmt import PrimFunc
 from .pad_lanes import pad_lanes
 from .shared_operand import shared_operand
 from .stride_phase import stride_phase
+from .winograd import winograd
 
 REWRITES = (stride_phase, shared_operand)
 
@@ -25,4 +26,4 @@ def rewrite(func: PrimFunc, lanes: int = 16) -> PrimFunc | None:
     return new if new is not None else out
 
 
-__all__ = ["REWRITES", "pad_lanes", "rewrite", "shared_operand", "stride_phase"]
+__all__ = ["REWRITES", "pad_lanes", "rewrite", "shared_operand", "stride_phase", "winograd"]

@@ -4,6 +4,11 @@ Stages with a select (padding) are left to RandomComputeLocation: inlined into a
 vectorized loop, their guarded loads would force scalar code. So are stages that call a
 transcendental (exp, erf, ...) and have more than one consumer: inlining would evaluate
 it once per consumer (the shared-operand rewrite made such stages to compute it once).
+So are transposes (``T[j, i] = A[i, j]``) that a consumer reads at more than one place:
+inlined, each of its loads would stride across the rows of the input. Winograd's
+input transform reads 16 points of each channels-last tile; reading the NCHW input
+instead, CONVLAYER's best after 128 trials ran at 478 GFLOP/s, with the transposes
+kept as stages at 647 (RESULTS.md).
 
 Example:
     >>> AutoInline().apply(sch, sch.get_block("bias_add"))
@@ -15,8 +20,11 @@ from ..errors import ScheduleError
 from ..rewrite.shared_operand import is_costly
 from ..schedule import BlockRV, Schedule
 from ..schedule.tree import readers, writes
+from ..tir.expr import BufferLoad
+from ..tir.functor import iter_exprs, stmt_exprs, walk
 from ..tir.stmt import BufferStore
 from .schedule_rule import ScheduleRule, is_elementwise
+from .tiled_transpose import crossed_axes
 
 
 class AutoInline(ScheduleRule):
@@ -25,7 +33,13 @@ class AutoInline(ScheduleRule):
         if not is_elementwise(blk) or not all(b in sch.func.alloc_buffers for b in writes(blk)):
             return [sch]
         assert isinstance(blk.body, BufferStore)
-        if is_costly(blk.body.value) and len(readers(sch.func, blk.body.buffer)) > 1:
+        buf = blk.body.buffer
+        if is_costly(blk.body.value) and len(readers(sch.func, buf)) > 1:
+            return [sch]
+        if crossed_axes(blk) is not None and any(
+                sum(1 for x in iter_exprs(e) if isinstance(x, BufferLoad) and x.buffer is buf)
+                > 1 for c in readers(sch.func, buf) for s in walk(c.body)
+                for e in stmt_exprs(s)):
             return [sch]
         try:
             sch.compute_inline(block)

@@ -39,7 +39,7 @@ class TiledTranspose(ScheduleRule):
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         blk = sch.get(block)
-        pair = _crossed_axes(blk)
+        pair = crossed_axes(blk)
         if pair is None:
             return [sch]
         kinds = loop_kinds(sch, block)
@@ -64,7 +64,7 @@ class TiledTranspose(ScheduleRule):
         return [sch, forked]
 
 
-def _crossed_axes(blk: Block) -> tuple[Var, Var] | None:
+def crossed_axes(blk: Block) -> tuple[Var, Var] | None:
     """(the output's last index, an input's last index) when both are iteration
     variables of ``blk`` and differ; None otherwise or for a reduction."""
     store = blk.body

@@ -1,0 +1,187 @@
+"""Winograd's minimal filtering F(2x2, 3x3): a 3x3, stride-1 convolution as a batch of
+16 matrix products over 4x4 input tiles, 2.25 times fewer multiply-adds.
+
+Each 2x2 output tile ``Y`` of one output channel is ``A^T [sum_c (G g_c G^T) * (B^T
+d_c B)] A``, with ``g_c`` the 3x3 filter of input channel c and ``d_c`` the 4x4 input
+tile that the output tile reads (Lavin and Gray, "Fast Algorithms for Convolutional
+Neural Networks", 2016). The element-wise product summed over channels is, for each of
+the 16 positions (e, v) of the 4x4 transformed tile, a matrix product of the
+transformed input (tiles x channels) and the transformed filter (channels x output
+channels), the part the schedule space tiles like a GEMM. The stages::
+
+    xt[n, h, w, c]           = X[n, c, h, w]                 (channels innermost)
+    wt[r, s, c, k]           = W[k, c, r, s]                 (output channels innermost)
+    U[e, v, c, k]            = (G  wt[:, :, c, k]  G^T)[e, v]  (filter transform)
+    V[e, v, n, th, tw, c]    = (B^T d B)[e, v],  d = xt[n, 2th:2th+4, 2tw:2tw+4, c]
+    M[e, v, n, th, tw, k]    = sum_c V[e, v, n, th, tw, c] * U[e, v, c, k]
+    Y[n, th, i, tw, j, k]    = (A^T M[:, :, n, th, tw, k] A)[i, j]
+    conv[n, k, h, w]         = Y[n, h // 2, h % 2, w // 2, w % 2, k]
+
+Each transform is written out as its formula for each (e, v), picked by a select on
+(e, v); the loops over the other axes are unswitched on it (``codegen.unswitch``), so a
+loop computes only its own formula. The two transposes stay stages (``AutoInline``
+keeps a transpose that a consumer reads at several places), so the transforms read
+whole vectors along the channels. The result differs from the direct sum by rounding
+only (the transforms' coefficients are 0, +-1/2, +-1/4, +-1): ``tune`` checks every
+candidate against the float64 reference as always.
+
+A rewritten function is another algorithm, not always the faster one (few channels,
+small images): ``tune`` tunes it beside the direct form and keeps the faster
+(``search.forms``).
+
+Example:
+    >>> new = winograd(tt.workloads.get("convlayer"))   # None if no 3x3 convolution fits
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import te
+from ..schedule.tree import children, iter_blocks
+from ..te.tensor import Tensor
+from ..tir.arith import affine, simplify
+from ..tir.expr import BinOp, BufferLoad, Expr, Var
+from ..tir.functor import retarget
+from ..tir.stmt import Block, Buffer, BufferStore, PrimFunc, seq
+
+# F(2x2, 3x3): input transform B^T (4x4), filter transform G (4x3), output A^T (2x4).
+BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
+G = ((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1))
+AT = ((1, 1, 1, 0), (0, 1, -1, -1))
+MIN_CHANNELS = 8   # below this the transforms cost more than the products save
+
+
+def winograd(func: PrimFunc) -> PrimFunc | None:
+    """``func`` with its first 3x3, stride-1, ungrouped 2-D convolution of even output
+    size computed by F(2x2, 3x3), or None when it has none (module docstring)."""
+    for blk, _ in iter_blocks(func.body):
+        parsed = _parse(blk)
+        if parsed is not None:
+            return _rewrite(func, blk, *parsed)
+    return None
+
+
+def _parse(blk: Block) -> tuple[Buffer, Buffer, Buffer] | None:
+    """(input, filter, output) of ``out[n, k, y, z] += X[n, c, y + r, z + s] * W[k, c, r,
+    s]`` with r, s in [0, 3) and y, z of even extent; None for any other block."""
+    st = blk.body
+    if blk.init is None or blk.predicate is not None or not isinstance(st, BufferStore):
+        return None
+    ivs = {iv.var: iv for iv in blk.iter_vars}
+    out = [i for i in st.indices if isinstance(i, Var) and i in ivs and ivs[i].kind == "S"]
+    if any(not isinstance(b, Var) for b in blk.bindings) or len(out) != 4 or \
+            len(st.indices) != 4:
+        return None
+    n, k, y, z = out
+    v = st.value
+    if not (isinstance(v, BinOp) and v.op == "+" and isinstance(v.a, BufferLoad)
+            and v.a.buffer is st.buffer and isinstance(v.b, BinOp) and v.b.op == "*"):
+        return None
+    a, b = v.b.a, v.b.b
+    if not isinstance(a, BufferLoad) or not isinstance(b, BufferLoad):
+        return None
+    red = [iv.var for iv in blk.iter_vars if iv.kind == "R"]
+    # Ranges fold the group arithmetic of an ungrouped convolution (k // K * C + c).
+    rng = {iv.var: (0, iv.extent - 1) for iv in blk.iter_vars}
+    for x, w in ((a, b), (b, a)):
+        if len(x.indices) != 4 or len(w.indices) != 4 or len(red) != 3:
+            continue
+        xi = [affine(simplify(i, rng)) for i in x.indices]
+        wv = [_var(simplify(i, rng)) for i in w.indices]
+        c, r, s = wv[1], wv[2], wv[3]
+        if wv[0] is not k or xi[0] != ({n: 1}, 0) or c is None or r is None or \
+                s is None or xi[1] != ({c: 1}, 0) or {c, r, s} != set(red):
+            continue
+        if ivs[r].extent != 3 or ivs[s].extent != 3 or \
+                ivs[y].extent % 2 or ivs[z].extent % 2 or ivs[c].extent < MIN_CHANNELS:
+            continue
+        if xi[2] != ({y: 1, r: 1}, 0) or xi[3] != ({z: 1, s: 1}, 0):
+            continue
+        if tuple(w.buffer.shape[1:]) != (ivs[c].extent, 3, 3):
+            continue
+        return x.buffer, w.buffer, st.buffer
+    return None
+
+
+def _var(e: Expr) -> Var | None:
+    """``e`` if it is a variable (after simplification), else None."""
+    return e if isinstance(e, Var) else None
+
+
+def _lin(terms: list[tuple[float, Expr]]) -> Expr:
+    """sum of coef * x over the non-zero coefficients, with no multiply by +-1."""
+    out: Expr | None = None
+    for c, x in terms:
+        if c == 0:
+            continue
+        mag = abs(c)
+        t = x if mag == 1 else x * float(mag)
+        if out is None:
+            out = t if c > 0 else t * -1.0
+        else:
+            out = out + t if c > 0 else out - t
+    assert out is not None, "every transform row has a non-zero coefficient"
+    return out
+
+
+def _table(i: Expr, j: Expr, ni: int, nj: int, leaf: Callable[[int, int], Expr]) -> Expr:
+    """``leaf(a, b)`` for ``i == a and j == b``, as nested selects."""
+    def over_j(a: int) -> Expr:
+        e = leaf(a, nj - 1)
+        for b in range(nj - 2, -1, -1):
+            e = te.if_then_else(j == b, leaf(a, b), e)
+        return e
+
+    e = over_j(ni - 1)
+    for a in range(ni - 2, -1, -1):
+        e = te.if_then_else(i == a, over_j(a), e)
+    return e
+
+
+def _stages(xin: Tensor, win: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
+    """The F(2x2, 3x3) pipeline from ``xin`` [N, C, H + 2, W + 2] and ``win`` [K, C, 3,
+    3] to a tensor of ``shape`` [N, K, H, W] named ``name``."""
+    N, K, H, W = shape
+    C = win.shape[1]
+    TH, TW = H // 2, W // 2
+    xt = te.compute((N, H + 2, W + 2, C), lambda n, h, w, c: xin[n, c, h, w], name="wino_xt")
+    wt = te.compute((3, 3, C, K), lambda r, s, c, k: win[k, c, r, s], name="wino_wt")
+    U = te.compute((4, 4, C, K), lambda e, v, c, k: _table(e, v, 4, 4, lambda a, b: _lin(
+        [(G[a][r] * G[b][s], wt[r, s, c, k]) for r in range(3) for s in range(3)])),
+        name="wino_U")
+    V = te.compute((4, 4, N, TH, TW, C), lambda e, v, n, th, tw, c: _table(
+        e, v, 4, 4, lambda a, b: _lin(
+            [(BT[a][p] * BT[b][q], xt[n, 2 * th + p, 2 * tw + q, c])
+             for p in range(4) for q in range(4)])), name="wino_V")
+    rc = te.reduce_axis(C, name="wino_c")
+    M = te.compute((4, 4, N, TH, TW, K), lambda e, v, n, th, tw, k: te.sum(
+        V[e, v, n, th, tw, rc] * U[e, v, rc, k], axis=rc), name="wino_M")
+    Y = te.compute((N, TH, 2, TW, 2, K), lambda n, th, i, tw, j, k: _table(
+        i, j, 2, 2, lambda a, b: _lin(
+            [(AT[a][e] * AT[b][v], M[e, v, n, th, tw, k]) for e in range(4) for v in range(4)])),
+        name="wino_Y")
+    return te.compute(shape, lambda n, k, h, w: Y[n, h // 2, h % 2, w // 2, w % 2, k],
+                      name=name)
+
+
+def _rewrite(func: PrimFunc, blk: Block, xbuf: Buffer, wbuf: Buffer,
+             obuf: Buffer) -> PrimFunc | None:
+    names = {b.name for b, _ in iter_blocks(func.body)}
+    if names & {"wino_xt", "wino_U", "wino_V", "wino_M", "wino_Y"}:
+        return None     # rewritten already
+    xin = te.placeholder(xbuf.shape, xbuf.dtype, name=f"{xbuf.name}_in")
+    win = te.placeholder(wbuf.shape, wbuf.dtype, name=f"{wbuf.name}_in")
+    out = _stages(xin, win, obuf.shape, blk.name)
+    part = te.create_func([xin, win, out], name=func.name)
+    body = part.body
+    for old, new in zip(part.params, (xbuf, wbuf, obuf)):
+        body = retarget(body, old, new)
+    tops = []
+    for top in children(func.body):
+        found = {b.name for b, _ in iter_blocks(top)}
+        tops.append(body if blk.name in found else top)
+        if blk.name in found and found != {blk.name}:
+            return None   # the convolution shares its loops with another block
+    return PrimFunc(func.name, func.params, seq(tops), func.alloc_buffers + part.alloc_buffers,
+                    func.num_outputs)
