@@ -60,7 +60,8 @@ def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
                         "tune it first (tt.tune or tensortune tune)")
 
 
-def retime_records(db: Database, func: PrimFunc, records: list[TuningRecord],
+def retime_records(db: Database, func: PrimFunc | Sequence[PrimFunc],
+                   records: list[TuningRecord],
                    builder: LocalBuilder, runner: LocalRunner, ins: list[np.ndarray],
                    expected: list[np.ndarray], rounds: int = 5) -> list[TuningRecord]:
     """Time ``records`` of ``func`` again, in ``rounds`` alternating rounds, and keep for
@@ -69,15 +70,18 @@ def retime_records(db: Database, func: PrimFunc, records: list[TuningRecord],
     the same moments. A stored timing counts among them only if it timed the C that the
     program lowers to now. A record that fails its check now, or whose trace no longer
     replays, or that no longer builds, or has no timing at all, is stored as failed. Each
-    record is stored with the current source hash. Returns the records, fastest first."""
+    record is stored with the current source hash. ``func`` may be one per record: the
+    records of several forms of one computation (``search.forms``) timed in the same
+    rounds. Returns the records, fastest first."""
+    funcs = [func] * len(records) if isinstance(func, PrimFunc) else list(func)
     failed: dict[int, tuple[str | None, str | None]] = {}
     schs: list[Schedule] = []
-    for i, r in enumerate(records):
+    for i, (f, r) in enumerate(zip(funcs, records)):
         try:
-            schs.append(replay(func, r))
+            schs.append(replay(f, r))
         except TensorTuneError as e:   # a trace this tensortune's primitives reject
             failed[i] = ("replay", str(e))
-            schs.append(Schedule(func))   # a stand-in, never built
+            schs.append(Schedule(f))   # a stand-in, never built
     done = iter(builder.build([BuildInput(sch.func) for i, sch in enumerate(schs)
                                if i not in failed]))
     built = [BuildResult(None, None, 0.0, *failed[i]) if i in failed else next(done)

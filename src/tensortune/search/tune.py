@@ -30,6 +30,7 @@ from ..measure.builder import SHARE
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
 from ..tir.stmt import PrimFunc
+from .forms import Forms, algorithm_forms
 from .records import best_record, fresh_best, replay
 from .search_strategy import SearchStrategy
 from .tuning_task import TuningTask, _open
@@ -101,7 +102,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          load_guard: bool = True, sched_variants: int = 3,
          draw_workers: int | None = None,
          double_after: int | None = DOUBLE_AFTER,
-         inputs: Sequence[np.ndarray] | None = None) -> TuneResult:
+         inputs: Sequence[np.ndarray] | None = None, algorithms: bool = True) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned. A
@@ -132,6 +133,10 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     input of ``func``, for a function whose reference is finite only on some inputs
     (``log(x - 2)``, indices into a short table). ``tt.compile`` re-checks a stored best
     that went stale on random inputs.
+    With ``algorithms``, each other algorithm for the computation (``search.forms``:
+    Winograd's for a 3x3 convolution) is tuned beside it as a form of its own, sharing
+    the budget, and the result is the fastest record of any form (``result.func`` the
+    form it ran); GFLOP/s count the work of the form given.
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it).
     When it ends, the kernel cache is pruned to its limit (``codegen.kernel_cache``)."""
@@ -139,10 +144,21 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     db = _open(database)
     if draw_workers is None:
         draw_workers = tgt.cores if tgt.cores > 1 and trials >= 32 else 0
-    task = TuningTask(func, db, tgt, strategy=strategy, cost_model=cost_model, space=space,
-                      seed=seed, name=name, rewrite=rewrite, early_stop=early_stop,
-                      prior=prior, load_guard=load_guard, draw_workers=draw_workers,
-                      inputs=inputs)
+    common = dict(cost_model=cost_model, space=space, seed=seed, early_stop=early_stop,
+                  prior=prior, load_guard=load_guard, draw_workers=draw_workers)
+    task = TuningTask(func, db, tgt, strategy=strategy, name=name, rewrite=rewrite,
+                      inputs=inputs, **common)  # type: ignore[arg-type]
+    tasks = [task]
+    # Other algorithms for the computation, each a task of its own (``search.forms``):
+    # not with a template (it schedules the function as written), a strategy object
+    # (one search state cannot serve two tasks) or ``rewrite=False`` (tune as written).
+    if algorithms and rewrite and space is None and isinstance(strategy, str):
+        for label, alt in algorithm_forms(func):
+            tasks.append(TuningTask(
+                alt, db, tgt, strategy=strategy, name=f"{name or func.name}_{label}",
+                rewrite=False, case=(task.ins, task.expected), flops=task.flops,
+                **common))  # type: ignore[arg-type]
+    tuner = Forms(tasks, trials)
     builder = LocalBuilder(tgt, share=SHARE)
     result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
@@ -150,43 +166,50 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     def report(rec: TuningRecord | None, stage: str = "trial") -> None:
         if progress is None:
             return
-        best = task.best_latency
-        progress({"stage": stage, "trials": task.trials, "total": trials, "best": best,
+        best = tuner.best_latency
+        progress({"stage": stage, "trials": tuner.trials, "total": trials, "best": best,
                   "gflops": task.flops / best / 1e9 if best < float("inf") else 0.0,
-                  "errors": task.errors, "elapsed": time.perf_counter() - t0, "last": rec})
+                  "errors": tuner.errors, "elapsed": time.perf_counter() - t0, "last": rec})
 
     variants = sched_variants if trials >= 16 * sched_variants else 0
     with LocalRunner(timeout=timeout, min_repeat_ms=SEARCH_REPEAT_MS) as runner:
         try:
-            while task.trials < trials - variants and not task.exhausted:
-                wide = double_after is not None and task.trials >= double_after
+            while tuner.trials < trials - variants and not tuner.exhausted:
+                t = tuner.pick()
+                wide = double_after is not None and t.trials >= double_after
                 n = 2 * batch_size if wide else batch_size
-                task.step(builder, runner, min(n, trials - variants - task.trials), report)
+                tuner.step(t, builder, runner, min(n, trials - variants - tuner.trials), report)
         finally:
-            task.close()
-        if variants and task.trials:
-            task.try_sched_pressure(builder, runner, variants, report)
-        if retime_top > 1 and task.trials:
+            tuner.close()
+        if variants and tuner.trials:
+            tuner.sched_pressure(builder, runner, variants, report)
+        if retime_top > 1 and tuner.trials:
             report(None, "retiming")
-            task.retime(builder, runner, retime_top)
+            tuner.retime(builder, runner, retime_top)
             report(None, "retimed")
     builder.prune_cache()
-    result.trials, result.errors, result.history = task.trials, task.errors, task.history
+    result.trials, result.errors, result.history = tuner.trials, tuner.errors, tuner.history
     result.seconds = time.perf_counter() - t0
-    result.waited = task.guard.waited if task.guard is not None else 0.0
-    result.twins = task.twins
-    result.exhausted = task.exhausted
-    result.record = task.best_record()
+    result.waited = sum(t.guard.waited for t in tasks if t.guard is not None)
+    result.twins = tuner.twins
+    result.exhausted = tuner.exhausted
+    best_task, result.record = tuner.best()
+    result.func = best_task.func
     return result
 
 
 def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
-    """The form of ``func`` that ``tune`` searched: its rewrite if the database holds
-    records of that, else ``func`` itself."""
+    """The form of ``func`` that ``tune`` searched whose best record in ``db`` is the
+    fastest: its rewrite or another algorithm for it (``search.forms``) when the database
+    holds records of those, else ``func`` itself."""
     new = rewritten_form(func, target.lanes("float32"))
-    if new is not None and db.top_k(new.structural_hash(), target.fingerprint(), 1):
-        return new
-    return func
+    fp = target.fingerprint()
+    best, out = float("inf"), func
+    for form in [new if new is not None else func] + [f for _, f in algorithm_forms(func)]:
+        top = db.top_k(form.structural_hash(), fp, 1)
+        if top and top[0].latency < best:
+            best, out = top[0].latency, form
+    return out
 
 
 def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001

@@ -60,23 +60,29 @@ class TuningTask:
                  space: Any = None, seed: int | None = None, name: str | None = None,
                  rewrite: bool = True, early_stop: float = 1.5, prior: bool = True,
                  load_guard: bool = True, draw_workers: int = 0,
-                 inputs: Sequence[np.ndarray] | None = None) -> None:
+                 inputs: Sequence[np.ndarray] | None = None,
+                 case: tuple[list[np.ndarray], list[np.ndarray]] | None = None,
+                 flops: float | None = None) -> None:
         if not isinstance(func, PrimFunc):
             raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
         self.target, self.db, self.early_stop = target, db, early_stop
-        self.ins, self.expected = (reference_case(func) if inputs is None
-                                   else given_case(func, inputs))
+        # ``case``: the inputs and reference outputs of another form of the same
+        # computation (``search.forms``), so every form is checked against one reference.
+        self.ins, self.expected = case if case is not None else (
+            reference_case(func) if inputs is None else given_case(func, inputs))
         # The work counted is the smaller form's: a rewrite that skips a dilated input's
         # zeros (T2D) counts only what is left, one that pads a row to whole vectors
-        # does not count the padding.
-        self.flops = flop_count(func)
+        # does not count the padding. Another algorithm's form (``flops``) counts the
+        # work of the form it replaces, so that GFLOP/s compare across forms.
+        self.flops = flop_count(func) if flops is None else flops
         gen = _space(space, target)
         # A template names the blocks and loops of the function it was written for, so
         # that function is what it schedules.
         if rewrite and not isinstance(gen, ScheduleFn):
             new = _rewritten(func, self.ins, self.expected, target)
             if new is not func:
-                func, self.flops = new, min(self.flops, flop_count(new))
+                func = new
+                self.flops = min(self.flops, flop_count(new)) if flops is None else flops
         self.func = func
         self.workload = wl = func.structural_hash()
         db.add_workload(wl, name or func.name, func_str(func), self.flops)

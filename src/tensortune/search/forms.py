@@ -1,0 +1,148 @@
+"""Forms of one computation tuned side by side: the function as ``tune`` gets it (after
+the rewrites that always pay, ``tensortune.rewrite.rewrite``) and each other algorithm
+for it (``ALGORITHMS``: Winograd's F(2x2, 3x3) for a 3x3 convolution), each its own
+workload in the database with its own search, checked against the same reference.
+
+Another algorithm is not always the faster one, and its search may start slower: on
+CONVLAYER the Winograd form's best after 32 trials read 114-161 GFLOP/s against the
+direct form's 350, and after 256 trials 536-599 against about 490 (RESULTS.md). So
+the budget is shared (``Forms.pick``): the forms take turns until each has measured
+its warm-up, then the batches go to the form with the fastest program, except that
+every other form keeps ``FLOOR`` of the trials, enough to overtake the leader later.
+The result is the fastest record of all forms, after re-timing the best of each in the
+same rounds.
+
+Example:
+    >>> forms = algorithm_forms(tt.workloads.get("convlayer"))   # [("winograd", func)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..database import TuningRecord
+from ..measure import LocalBuilder, LocalRunner
+from ..rewrite.winograd import winograd
+from ..tir.stmt import PrimFunc
+from .records import retime_records
+from .tuning_task import TuningTask
+
+Algorithm = Callable[[PrimFunc], "PrimFunc | None"]
+ALGORITHMS: tuple[tuple[str, Algorithm], ...] = (("winograd", winograd),)
+WARMUP = 32      # trials of each form before the fastest takes the batches (at most)
+FLOOR = 0.25     # the share of the trials every other form keeps
+
+
+def algorithm_forms(func: PrimFunc) -> list[tuple[str, PrimFunc]]:
+    """(name, function) of each other algorithm that applies to ``func``."""
+    out = []
+    for label, algo in ALGORITHMS:
+        new = algo(func)
+        if new is not None:
+            out.append((label, new))
+    return out
+
+
+class Forms:
+    """The tasks of one computation's forms, the first the function as given; advanced a
+    batch at a time like one ``TuningTask``.
+
+    Example:
+        >>> forms = Forms([direct_task, winograd_task], budget=256)
+        >>> forms.step(forms.pick(), builder, runner, 16)
+    """
+
+    def __init__(self, tasks: list[TuningTask], budget: int) -> None:
+        self.tasks = tasks
+        # Each form's warm-up: at most WARMUP, and together at most half the budget.
+        self.warmup = min(WARMUP, budget // (2 * len(tasks)))
+        self.history: list[tuple[int, float]] = []
+
+    @property
+    def trials(self) -> int:
+        return sum(t.trials for t in self.tasks)
+
+    @property
+    def errors(self) -> int:
+        return sum(t.errors for t in self.tasks)
+
+    @property
+    def twins(self) -> int:
+        return sum(t.twins for t in self.tasks)
+
+    @property
+    def best_latency(self) -> float:
+        return min(t.best_latency for t in self.tasks)
+
+    @property
+    def exhausted(self) -> bool:
+        return all(t.exhausted for t in self.tasks)
+
+    def pick(self) -> TuningTask:
+        """The task that gets the next batch: a form short of its warm-up, in order;
+        else a form below ``FLOOR`` of the trials; else the fastest form."""
+        live = [t for t in self.tasks if not t.exhausted] or self.tasks
+        for t in live:
+            if t.trials < self.warmup:
+                return t
+        lead = min(live, key=lambda t: t.best_latency)
+        total = max(1, self.trials)
+        behind = [t for t in live if t is not lead and t.trials < FLOOR * total]
+        return min(behind, key=lambda t: t.trials) if behind else lead
+
+    def step(self, task: TuningTask, builder: LocalBuilder, runner: LocalRunner, n: int,
+             progress: Callable[[TuningRecord], None] | None = None) -> None:
+        """One batch of up to ``n`` candidates for ``task`` (``pick``'s choice)."""
+        task.step(builder, runner, n, self._each(progress))
+
+    def sched_pressure(self, builder: LocalBuilder, runner: LocalRunner, k: int,
+                       progress: Callable[[TuningRecord], None] | None = None) -> None:
+        """The fastest form's best programs built again with gcc's pre-RA scheduling
+        (``TuningTask.try_sched_pressure``)."""
+        self.leader().try_sched_pressure(builder, runner, k, self._each(progress))
+
+    def _each(self, progress: Callable[[TuningRecord], None] | None
+              ) -> Callable[[TuningRecord], None]:
+        def each(rec: TuningRecord) -> None:
+            self.history.append((self.trials, self.best_latency))
+            if progress is not None:
+                progress(rec)
+        return each
+
+    def leader(self) -> TuningTask:
+        return min(self.tasks, key=lambda t: t.best_latency)
+
+    def retime(self, builder: LocalBuilder, runner: LocalRunner, k: int = 5) -> None:
+        """Time the ``k`` fastest records again, each form's best among them, in the same
+        alternating rounds (``records.retime_records``)."""
+        tops = [(t, r) for t in self.tasks for r in t.db.top_k(t.workload, t.fingerprint, k)]
+        tops.sort(key=lambda tr: tr[1].latency)
+        chosen = tops[:k]
+        for t in self.tasks:    # every form's best is compared in the same rounds
+            mine = [tr for tr in tops if tr[0] is t]
+            if mine and not any(tr[0] is t for tr in chosen):
+                chosen.append(mine[0])
+        if len(chosen) < 2:
+            return
+        out = retime_records(self.tasks[0].db, [t.func for t, _ in chosen],
+                             [r for _, r in chosen], builder, runner, self.tasks[0].ins,
+                             self.tasks[0].expected)
+        for r in out:
+            for t in self.tasks:
+                if r.workload == t.workload and r.source:
+                    t.timed[r.source] = r
+        for t in self.tasks:
+            best = t.best_record()
+            t.best_latency = best.latency if best is not None else float("inf")
+
+    def best(self) -> tuple[TuningTask, TuningRecord | None]:
+        """The form with the fastest record, and that record."""
+        recs = [(t, t.best_record()) for t in self.tasks]
+        found = [(t, r) for t, r in recs if r is not None]
+        if not found:
+            return self.tasks[0], None
+        return min(found, key=lambda tr: tr[1].latency)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        for t in self.tasks:
+            t.close()

@@ -1,0 +1,83 @@
+"""Forms of one computation tuned side by side (search/forms.py): how the budget is
+shared, and ``tune``/``compile`` returning the fastest form's checked kernel."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import tensortune as tt
+from tensortune.database import Database
+from tensortune.reference import check_close, evaluate, random_inputs
+from tensortune.search.forms import FLOOR, Forms, algorithm_forms
+from tensortune.search.tune import tuned_func
+
+
+@dataclass
+class _Task:
+    """What ``Forms.pick`` reads of a task."""
+    trials: int = 0
+    best_latency: float = float("inf")
+    exhausted: bool = False
+    errors: int = 0
+    twins: int = 0
+
+
+def _run(forms: Forms, tasks: list[_Task], lat: list[float], budget: int) -> None:
+    """Give batches of 16 as ``pick`` says; each form's best is ``lat`` once it ran."""
+    while forms.trials < budget:
+        t = forms.pick()
+        t.trials += 16
+        t.best_latency = lat[tasks.index(t)]
+
+
+def test_warm_up_then_the_leader_with_a_floor_for_the_other():
+    for budget, lat in ((256, [1.0, 2.0]), (256, [2.0, 1.0]), (64, [1.0, 2.0])):
+        tasks = [_Task(), _Task()]
+        forms = Forms(tasks, budget)   # type: ignore[list-item]
+        _run(forms, tasks, lat, budget)
+        lead, other = (0, 1) if lat[0] < lat[1] else (1, 0)
+        warm = min(32, budget // 4)
+        assert tasks[other].trials >= warm
+        # The slower form keeps its floor and not much more: one batch over it at most.
+        assert FLOOR * budget - 16 <= tasks[other].trials <= max(warm, FLOOR * budget + 16)
+        assert tasks[lead].trials == budget - tasks[other].trials
+
+
+def test_an_exhausted_form_gets_no_batch():
+    tasks = [_Task(trials=40, best_latency=1.0), _Task(trials=8, exhausted=True)]
+    forms = Forms(tasks, 256)   # type: ignore[list-item]
+    assert all(forms.pick() is tasks[0] for _ in range(3))
+
+
+def test_tune_keeps_the_fastest_form_and_compile_finds_it(tmp_path):
+    """A small CONVLAYER: both forms are tuned and stored under their own workloads; the
+    result is the fastest record of either, its kernel computes the direct reference,
+    and ``compile`` builds the same form from the database."""
+    f = tt.workloads.get("convlayer", small=True)
+    assert [name for name, _ in algorithm_forms(f)] == ["winograd"]
+    path = tmp_path / "t.db"
+    res = tt.tune(f, trials=32, database=path, seed=0)
+    db = Database(path)
+    target = tt.Target.host()
+    fp = target.fingerprint()
+    forms = [f] + [g for _, g in algorithm_forms(f)]
+    bests = [db.top_k(g.structural_hash(), fp, 1) for g in forms]
+    assert all(bests), "each form measured"
+    assert res.best_latency == min(b[0].latency for b in bests)
+    assert res.func.structural_hash() == tuned_func(f, db, target).structural_hash()
+    ins = random_inputs(f, seed=3)
+    want = evaluate(f, ins)[0]
+    check_close(res.kernel(*[np.copy(a) for a in ins]), want)
+    check_close(tt.compile(f, database=path)(*[np.copy(a) for a in ins]), want)
+    # GFLOP/s count the direct form's work, whichever form won.
+    from tensortune.tir.analysis import flop_count
+    assert res.flops == flop_count(f)
+
+
+def test_no_other_form_without_algorithms_or_rewrite(tmp_path):
+    f = tt.workloads.get("convlayer", small=True)
+    for kw in ({"algorithms": False}, {"rewrite": False}):
+        path = tmp_path / f"{next(iter(kw))}.db"
+        res = tt.tune(f, trials=4, database=path, seed=0, **kw)
+        assert "wino_M" not in str(res.func)
+        assert len(Database(path).workloads()) == 1
