@@ -5,12 +5,13 @@ workload in the database with its own search, checked against the same reference
 
 Another algorithm is not always the faster one, and its search may start slower: on
 CONVLAYER the Winograd form's best after 32 trials read 114-161 GFLOP/s against the
-direct form's 350, and after 256 trials 536-599 against about 490 (RESULTS.md). So
-the budget is shared (``Forms.pick``): the forms take turns until each has measured
-its warm-up, then the batches go to the form with the fastest program, except that
-every other form keeps ``FLOOR`` of the trials, enough to overtake the leader later.
-The result is the fastest record of all forms, after re-timing the best of each in the
-same rounds.
+direct form's 350, after 128 trials 309-647 and after 256 536-599, where the direct
+form's levels off near 490 from about 128 trials (RESULTS.md). So the forms share the
+budget equally (``Forms.pick``: the form with the fewest trials, the faster on a tie):
+a share of a quarter for the slower form after a warm-up of 32 trials each left
+CONVLAYER's Winograd form at 64 trials and the run at 430 GFLOP/s, equal shares at
+591. The result is the fastest record of all forms, after re-timing the best of each in
+the same rounds.
 
 Example:
     >>> forms = algorithm_forms(tt.workloads.get("convlayer"))   # [("winograd", func)]
@@ -29,8 +30,6 @@ from .tuning_task import TuningTask
 
 Algorithm = Callable[[PrimFunc], "PrimFunc | None"]
 ALGORITHMS: tuple[tuple[str, Algorithm], ...] = (("winograd", winograd),)
-WARMUP = 32      # trials of each form before the fastest takes the batches (at most)
-FLOOR = 0.25     # the share of the trials every other form keeps
 
 
 def algorithm_forms(func: PrimFunc) -> list[tuple[str, PrimFunc]]:
@@ -48,14 +47,12 @@ class Forms:
     batch at a time like one ``TuningTask``.
 
     Example:
-        >>> forms = Forms([direct_task, winograd_task], budget=256)
+        >>> forms = Forms([direct_task, winograd_task])
         >>> forms.step(forms.pick(), builder, runner, 16)
     """
 
-    def __init__(self, tasks: list[TuningTask], budget: int) -> None:
+    def __init__(self, tasks: list[TuningTask]) -> None:
         self.tasks = tasks
-        # Each form's warm-up: at most WARMUP, and together at most half the budget.
-        self.warmup = min(WARMUP, budget // (2 * len(tasks)))
         self.history: list[tuple[int, float]] = []
 
     @property
@@ -79,16 +76,10 @@ class Forms:
         return all(t.exhausted for t in self.tasks)
 
     def pick(self) -> TuningTask:
-        """The task that gets the next batch: a form short of its warm-up, in order;
-        else a form below ``FLOOR`` of the trials; else the fastest form."""
+        """The task that gets the next batch: of the forms not exhausted, the one with the
+        fewest trials, the faster on a tie."""
         live = [t for t in self.tasks if not t.exhausted] or self.tasks
-        for t in live:
-            if t.trials < self.warmup:
-                return t
-        lead = min(live, key=lambda t: t.best_latency)
-        total = max(1, self.trials)
-        behind = [t for t in live if t is not lead and t.trials < FLOOR * total]
-        return min(behind, key=lambda t: t.trials) if behind else lead
+        return min(live, key=lambda t: (t.trials, t.best_latency))
 
     def step(self, task: TuningTask, builder: LocalBuilder, runner: LocalRunner, n: int,
              progress: Callable[[TuningRecord], None] | None = None) -> None:

@@ -135,7 +135,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     that went stale on random inputs.
     With ``algorithms``, each other algorithm for the computation (``search.forms``:
     Winograd's for a 3x3 convolution) is tuned beside it as a form of its own, sharing
-    the budget, and the result is the fastest record of any form (``result.func`` the
+    the budget equally, and the result is the fastest record of any form (``result.func`` the
     form it ran); GFLOP/s count the work of the form given.
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it).
@@ -158,7 +158,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
                 alt, db, tgt, strategy=strategy, name=f"{name or func.name}_{label}",
                 rewrite=False, case=(task.ins, task.expected), flops=task.flops,
                 **common))  # type: ignore[arg-type]
-    tuner = Forms(tasks, trials)
+    tuner = Forms(tasks)
     builder = LocalBuilder(tgt, share=SHARE)
     result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
