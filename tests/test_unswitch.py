@@ -110,3 +110,27 @@ def test_parallel_loops_are_not_copied():
     low = unswitch_loops(lower(sch.func).body)
     tops = [s for s in walk(low) if isinstance(s, For) and s.kind == ForKind.PARALLEL]
     assert len(tops) == 1 and isinstance(tops[0].body, IfThenElse)
+
+
+def test_many_independent_conditions_stop_early():
+    """Twenty conditions, each on its own outer variable, would make 2^20 copies; the
+    pass gives up after ``MAX_COPIES`` and leaves the loop as it was."""
+    x = te.placeholder((64,), name="x")
+    n = 20
+    shape = (2,) * n + (64,)
+
+    def value(*idx):
+        v = x[idx[-1]]
+        for a in idx[:-1]:
+            v = v * te.if_then_else(a == 0, 2.0, 3.0)
+        return v
+
+    import inspect
+
+    params = [inspect.Parameter(f"i{d}", inspect.Parameter.POSITIONAL_ONLY)
+              for d in range(n + 1)]
+    value.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    many = te.compute(shape, value, name="many")
+    f = te.create_func([x, many], name="many")
+    low = lower(tt.Schedule(f).func)   # without the early stop: 2^20 copies, no end
+    assert _selects_in_loops(low.body)

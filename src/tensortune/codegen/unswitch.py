@@ -55,11 +55,14 @@ def unswitch_loops(s: Stmt) -> Stmt:
 
 def _unswitch(loop: For) -> tuple[Stmt, int]:
     """The loop split on its first invariant condition, recursively; and how many
-    copies of the loop that made."""
+    copies of the loop that made (stops counting past ``MAX_COPIES``: a body with many
+    independent conditions would double its copies with each)."""
     cond = _invariant_condition(loop)
     if cond is None:
         return loop, 1
     then, n_then = _unswitch(_decide(loop, cond, True))
+    if n_then >= MAX_COPIES:
+        return loop, MAX_COPIES + 1
     else_, n_else = _unswitch(_decide(loop, cond, False))
     return IfThenElse(cond, then, else_), n_then + n_else
 

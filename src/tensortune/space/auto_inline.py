@@ -6,9 +6,9 @@ transcendental (exp, erf, ...) and have more than one consumer: inlining would e
 it once per consumer (the shared-operand rewrite made such stages to compute it once).
 So are transposes (``T[j, i] = A[i, j]``) that a consumer reads at more than one place:
 inlined, each of its loads would stride across the rows of the input. Winograd's
-input transform reads 16 points of each channels-last tile; reading the NCHW input
-instead, CONVLAYER's best after 128 trials ran at 478 GFLOP/s, with the transposes
-kept as stages at 647 (RESULTS.md).
+input transform reads 16 points of each channels-last tile; with its transposes
+inlined, CONVLAYER's search (seed 1) had found 394 GFLOP/s after 128 trials and 478
+after 256, with them kept as stages 647 after 128 (RESULTS.md).
 
 Example:
     >>> AutoInline().apply(sch, sch.get_block("bias_add"))
