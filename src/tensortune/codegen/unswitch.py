@@ -36,21 +36,41 @@ MAX_COPIES = 16  # copies of one loop at most (a 4 x 4 transform's formulas)
 
 def unswitch_loops(s: Stmt) -> Stmt:
     """``s`` with every non-parallel loop unswitched on the invariant conditions of its
-    selects (module docstring); inner loops first."""
+    selects (module docstring); inner loops first. It runs on every candidate's C, so a
+    tree without selects is returned as it is after one walk, and a loop is looked into
+    only when its body holds a select."""
+    return _rec(s)[0]
+
+
+def _rec(s: Stmt) -> tuple[Stmt, bool]:
+    """``s`` unswitched, and whether it holds a select."""
     if isinstance(s, For):
-        loop = replace(s, body=unswitch_loops(s.body))
-        if loop.kind == ForKind.PARALLEL or _size(loop.body) > MAX_BODY:
-            return loop
+        body, sel = _rec(s.body)
+        loop = s if body is s.body else replace(s, body=body)
+        if not sel or loop.kind == ForKind.PARALLEL or _size(loop.body) > MAX_BODY:
+            return loop, sel
         out, copies = _unswitch(loop)
-        return out if copies <= MAX_COPIES else loop
+        return (out, sel) if copies <= MAX_COPIES else (loop, sel)
     if isinstance(s, Seq):
-        return seq([unswitch_loops(x) for x in s.stmts])
+        parts = [_rec(x) for x in s.stmts]
+        if all(p is x for (p, _), x in zip(parts, s.stmts)):
+            return s, any(sel for _, sel in parts)
+        return seq([p for p, _ in parts]), any(sel for _, sel in parts)
     if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, unswitch_loops(s.then),
-                          None if s.else_ is None else unswitch_loops(s.else_))
+        then, a = _rec(s.then)
+        else_, b = (None, False) if s.else_ is None else _rec(s.else_)
+        sel = a or b or _has_select(s.cond)
+        if then is s.then and else_ is s.else_:
+            return s, sel
+        return IfThenElse(s.cond, then, else_), sel
     if isinstance(s, Allocate):
-        return Allocate(s.buffer, unswitch_loops(s.body))
-    return s
+        body, sel = _rec(s.body)
+        return (s if body is s.body else Allocate(s.buffer, body)), sel
+    return s, any(_has_select(e) for e in stmt_exprs(s))
+
+
+def _has_select(e: Expr) -> bool:
+    return any(isinstance(x, Select) for x in iter_exprs(e))
 
 
 def _unswitch(loop: For) -> tuple[Stmt, int]:

@@ -118,13 +118,8 @@ class Forms:
         out = retime_records(self.tasks[0].db, [t.func for t, _ in chosen],
                              [r for _, r in chosen], builder, runner, self.tasks[0].ins,
                              self.tasks[0].expected)
-        for r in out:
-            for t in self.tasks:
-                if r.workload == t.workload and r.source:
-                    t.timed[r.source] = r
         for t in self.tasks:
-            best = t.best_record()
-            t.best_latency = best.latency if best is not None else float("inf")
+            t.take_retimed(out)
 
     def best(self) -> tuple[TuningTask, TuningRecord | None]:
         """The form with the fastest record, and that record."""

@@ -265,13 +265,19 @@ class TuningTask:
             return top
         out = retime_records(self.db, self.func, top, builder, runner, self.ins,
                              self.expected, rounds)
-        for r in out:   # a later candidate with the same C copies the new timing
-            if r.source:
+        self.take_retimed(out)
+        return out
+
+    def take_retimed(self, records: list[TuningRecord]) -> None:
+        """Keep the new timings of re-timed records (those of this workload among
+        ``records``): a later candidate with the same C copies them, and the best is
+        read again from the database (when every re-timed record failed, it is one past
+        them)."""
+        for r in records:
+            if r.workload == self.workload and r.source:
                 self.timed[r.source] = r
-        # From the database: when every re-timed record failed, the best is one past them.
         best = self.best_record()
         self.best_latency = best.latency if best is not None else float("inf")
-        return out
 
     def best_record(self) -> TuningRecord | None:
         top = self.db.top_k(self.workload, self.fingerprint, 1)
