@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensortune as tt
-from tensortune.codegen.c_header import HEADER, TIMER
+from tensortune.codegen.c_header import HEADER, KERNEL_STATICS, TIMER
 from tensortune.measure import (
     BuildInput,
     LocalBuilder,
@@ -24,7 +24,8 @@ FUNC = tt.workloads.get("gmm", M=16, N=16, K=8)
 
 def _kernel(body: str) -> str:
     """A hand-written candidate with the generated ABI; ``body`` fills C from A and B."""
-    return (HEADER + "int32_t tt_kernel(float* restrict A, float* restrict B, "
+    return (HEADER + KERNEL_STATICS.format(outer=0, total=0) + "\n"
+            "int32_t tt_kernel(float* restrict A, float* restrict B, "
             "float* restrict C) {\n" + body + "\n return 0; }\n"
             "int32_t tt_packed(void** a) { return tt_kernel((float*)a[0], (float*)a[1], "
             "(float*)a[2]); }\n" + TIMER)

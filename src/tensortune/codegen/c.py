@@ -46,7 +46,16 @@ from ..tir.stmt import (
     Seq,
     Stmt,
 )
-from .c_header import CTYPE, HEADER, SCHED_PRAGMA, TIMER, c_float, c_ident, libm_name
+from .c_header import (
+    CTYPE,
+    HEADER,
+    KERNEL_STATICS,
+    SCHED_PRAGMA,
+    TIMER,
+    c_float,
+    c_ident,
+    libm_name,
+)
 from .target import Target
 
 STACK_LIMIT = 64 * 1024  # larger local buffers go to the heap
@@ -87,6 +96,12 @@ class CEmitter:
         self.ranges: Ranges = {}
         self.lines: list[str] = []
         self.vtypes: set[tuple[str, int]] = set()
+        # The workspace's frames (the header's TT_WS): where the next buffer goes in the
+        # current one, whether that is the frame inside a parallel loop, and each frame's
+        # size so far (outside, inside).
+        self.ws_top = 0
+        self.ws_inner = False
+        self.ws_size = [0, 0]
         used: set[str] = set()
         for b in (*func.params, *func.alloc_buffers):
             self._name_buffer(b, used)
@@ -182,6 +197,15 @@ class CEmitter:
         unroll = s.annotation(PRAGMA_UNROLL)
         if s.kind == ForKind.PARALLEL:
             self.emit("#pragma omp parallel for schedule(static)", ind)
+            if not self.ws_inner:   # each thread's buffers in the loop: a frame of their own
+                top, self.ws_top, self.ws_inner = self.ws_top, 0, True
+                try:
+                    self.emit(f"for (int32_t {v} = 0; {v} < {s.extent}; ++{v}) {{", ind)
+                    self.stmt(s.body, ind + 1)
+                    self.emit("}", ind)
+                finally:
+                    self.ws_top, self.ws_inner = top, False
+                return
         elif s.kind == ForKind.VECTORIZED and not _has_loop(s.body):
             self.emit("#pragma omp simd", ind)
         elif unroll and _small(s.body, int(unroll)):
@@ -215,11 +239,23 @@ class CEmitter:
             self.emit(f"{ct} {name}[{b.size}] __attribute__((aligned(64)));", ind)
             emit_body(s.body, ind)
         else:
+            top = self.ws_top
             self.emit("{", ind)
-            self.emit(f"{ct}* restrict {name} = ({ct}*)tt_alloc({nbytes});", ind + 1)
-            emit_body(s.body, ind + 1)
-            self.emit(f"free({name});", ind + 1)
+            self.emit(f"{ct}* restrict {name} = ({ct}*){self.workspace(nbytes)};", ind + 1)
+            try:
+                emit_body(s.body, ind + 1)
+            finally:    # the frame's memory after ``top`` is free again
+                self.ws_top = top
             self.emit("}", ind)
+
+    def workspace(self, nbytes: int) -> str:
+        """A buffer of ``nbytes`` at the top of the current workspace frame, which the
+        caller frees again by lowering ``ws_top`` (the header's TT_WS: a block that each
+        thread keeps between calls, so it needs no free)."""
+        at = self.ws_top
+        self.ws_top += -(-nbytes // 64) * 64       # each buffer 64-byte aligned
+        self.ws_size[self.ws_inner] = max(self.ws_size[self.ws_inner], self.ws_top)
+        return f"TT_WS(tt_ws_outer + {at})" if self.ws_inner else f"TT_WS({at})"
 
     def try_promote(self, s: Allocate, ind: int) -> bool:
         return False  # overridden by simd.SimdEmitter
@@ -233,16 +269,17 @@ class CEmitter:
         for b in f.alloc_buffers:
             ct = CTYPE[b.dtype]
             nbytes = b.size * dtype_bytes(b.dtype)
-            self.emit(f"{ct}* restrict {self.bufname[b]} = ({ct}*)tt_alloc({nbytes});", 1)
+            self.emit(f"{ct}* restrict {self.bufname[b]} = ({ct}*){self.workspace(nbytes)};",
+                      1)
         self.stmt(f.body, 1)
-        for b in f.alloc_buffers:
-            self.emit(f"free({self.bufname[b]});", 1)
         self.emit("return 0;", 1)
         unpack = ", ".join(f"({CTYPE[b.dtype]}*)args[{i}]" for i, b in enumerate(f.params))
         out = [*([SCHED_PRAGMA] if wants_sched_pressure(f.body) else []), HEADER,
-               self.vector_typedefs(),
+               self.vector_typedefs(), KERNEL_STATICS.format(
+                   outer=self.ws_size[0], total=self.ws_size[0] + self.ws_size[1]),
                f"int32_t tt_kernel({', '.join(params)}) {{", *body_lines, "}",
-               f"int32_t tt_packed(void** args) {{ return tt_kernel({unpack}); }}", TIMER]
+               f"int32_t tt_packed(void** args) {{ return tt_kernel({unpack}); }}",
+               "void tt_release(void) { tt_ws_free(tt_ws_all); }", TIMER]
         return "\n".join(out)
 
     def vector_typedefs(self) -> str:

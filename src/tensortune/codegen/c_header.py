@@ -43,7 +43,8 @@ def _libc_declarations() -> str:
         "typedef __INT64_TYPE__ int64_t;",
         "#define INFINITY (__builtin_inff())",
         '#define NAN (__builtin_nanf(""))',
-        "void* malloc(size_t); void free(void*); void abort(void) __attribute__((__noreturn__));",
+        "void* malloc(size_t); void* calloc(size_t, size_t); void free(void*);",
+        "void abort(void) __attribute__((__noreturn__));",
         "int posix_memalign(void**, size_t, size_t);",
         "void* memcpy(void* restrict, const void* restrict, size_t);",
         "void* memset(void*, int, size_t);",
@@ -62,8 +63,35 @@ static inline double tt_maxd(double a, double b) { return a > b ? a : b; }
 static inline double tt_mind(double a, double b) { return a < b ? a : b; }
 static inline int32_t tt_maxi(int32_t a, int32_t b) { return a > b ? a : b; }
 static inline int32_t tt_mini(int32_t a, int32_t b) { return a < b ? a : b; }
-static inline void* tt_alloc(size_t n) {
-  void* p = NULL; if (posix_memalign(&p, 64, n ? n : 64) != 0) abort(); return p; }
+/* The workspace: a kernel's local buffers over the stack limit. Each thread keeps one
+   block per kernel between calls, so only its first call pays for malloc and the page
+   faults. With malloc and free in every call, glibc's mmap threshold, which grows with
+   each free, made a Winograd kernel's first 8 calls in a process fault 128-1346 pages
+   each and run up to 2.3x its steady time, and a search times a candidate from its
+   second call (RESULTS.md). The emitter lays the buffers out in the block as a stack
+   frame, at offsets fixed when it writes the C: buffers in sibling scopes share memory,
+   as malloc's reuse of a freed block did (one buffer per site instead made Winograd
+   kernels 10-25% slower), and those inside a parallel loop lie after those outside it,
+   which the calling thread keeps while it runs the loop as one of the team. A thread's
+   block is on a list of the kernel's, which tt_release frees (between calls only). */
+typedef struct tt_ws { struct tt_ws* next; void* p; } tt_ws;
+static char* tt_ws_take(tt_ws** mine, tt_ws** all, size_t n) {
+  tt_ws* w = *mine;
+  if (!w) {       /* the thread's first call of this kernel */
+    w = (tt_ws*)calloc(1, sizeof(tt_ws));
+    if (!w) abort();
+    w->next = __atomic_load_n(all, __ATOMIC_ACQUIRE);
+    while (!__atomic_compare_exchange_n(all, &w->next, w, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {}
+    *mine = w;
+  }
+  if (!w->p && posix_memalign(&w->p, 64, n ? n : 64) != 0) abort();
+  return (char*)w->p;
+}
+static void tt_ws_free(tt_ws* w) {
+  for (; w; w = w->next) { free(w->p); w->p = NULL; }
+}
+#define TT_WS(offset) (tt_ws_take(&tt_ws_mine, &tt_ws_all, tt_ws_bytes) + (offset))
 /* TT_IN_REG(v): v is in a register here (an empty asm). Before a tile vector is copied
    to memory it keeps gcc from giving the vector a stack slot for its whole life, hot
    loop included (codegen/lane_loop.py). */
@@ -77,6 +105,12 @@ static inline void* tt_alloc(size_t n) {
    and vector again, and costly to compile (codegen/lane_loop.py). */
 #define TT_SCALAR_LOOP __asm__ volatile("")
 """
+
+# Each kernel's own workspace state, before its ``tt_kernel`` (joint.py renames these):
+# its blocks, and their size and where the part for buffers inside parallel loops starts.
+KERNEL_STATICS = """static __thread tt_ws* tt_ws_mine;
+static tt_ws* tt_ws_all;
+static const size_t tt_ws_outer = {outer}, tt_ws_bytes = {total};"""
 
 TIMER = r"""
 static double tt_now(void) {

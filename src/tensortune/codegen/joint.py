@@ -2,13 +2,14 @@
 
 Every source the emitter writes starts with the same text for a given target and set of
 vector widths (the C library's declarations, the helpers, the vector types), then
-defines ``tt_kernel``, ``tt_packed``, ``tt_now`` and ``tt_time``. Each gcc run pays for
-starting ``cc1`` and parsing that text (27 ms of CPU), then the assembler and the link
-(40 ms), whatever the kernel; a C3D or T2D source took 0.22-0.51 s in all. A unit of several kernels
-pays once, each kernel's symbols renamed by a suffix (``tt_time_2``) with ``#define``,
-so its text is compiled as written (24 kernels of C3D and T2D units: the same
-instructions as built alone). Units of four sources of a tuning run's batches took a
-median 0.90 (C3D) and 0.91 (T2D) of the gcc CPU of separate builds (RESULTS.md).
+defines the kernel's workspace, ``tt_kernel``, ``tt_packed``, ``tt_release``, ``tt_now``
+and ``tt_time``. Each gcc run pays for starting ``cc1`` and parsing that text (27 ms of
+CPU), then the assembler and the link (40 ms), whatever the kernel; a C3D or T2D source
+took 0.22-0.51 s in all. A unit of several kernels pays once, each kernel's symbols
+renamed by a suffix (``tt_time_2``) with ``#define``, so its text is compiled as written
+(24 kernels of C3D and T2D units: the same instructions as built alone). Units of four
+sources of a tuning run's batches took a median 0.90 (C3D) and 0.91 (T2D) of the gcc CPU
+of separate builds (RESULTS.md).
 
 A source that asks gcc for other options (``#pragma GCC optimize``, which would reach
 every kernel after it), or that is not in the emitter's layout, is not joined.
@@ -20,10 +21,13 @@ Example:
 
 from __future__ import annotations
 
+from .c_header import KERNEL_STATICS
+
 # Where the emitter's kernel begins (``CEmitter.function``): what comes before is shared.
-KERNEL_START = "int32_t tt_kernel("
+KERNEL_START = KERNEL_STATICS.split("\n")[0]
 # The file-scope names each source defines after that point.
-SYMBOLS = ("tt_kernel", "tt_packed", "tt_now", "tt_time")
+SYMBOLS = ("tt_ws_mine", "tt_ws_all", "tt_ws_outer", "tt_ws_bytes", "tt_kernel", "tt_packed",
+           "tt_release", "tt_now", "tt_time")
 
 
 def prefix(source: str) -> str | None:

@@ -41,6 +41,25 @@ def _time(lib: Any, args: Any, repeat: int, min_repeat_s: float, flush: int,
 
 
 def run_one(msg: dict, cache: dict) -> dict:
+    """Check and time the kernel ``msg`` names, then free the buffers it keeps between
+    calls (a worker loads hundreds of libraries and never unloads one)."""
+    try:
+        return _run_one(msg, cache)
+    finally:
+        release = _symbol(msg, "tt_release")
+        if release is not None:
+            release()
+
+
+def _symbol(msg: dict, name: str) -> Any:
+    """``name`` in the library ``msg`` names (with its suffix), None if there is none."""
+    try:
+        return getattr(ctypes.CDLL(msg["lib_path"]), name + msg.get("suffix", ""))
+    except (OSError, AttributeError):
+        return None
+
+
+def _run_one(msg: dict, cache: dict) -> dict:
     from ..kernel import aligned_empty
     from ..reference import CheckError, check_close
 
