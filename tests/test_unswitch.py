@@ -45,7 +45,7 @@ def _selects_in_loops(body) -> list[Select]:
 
 
 @settings(max_examples=20, deadline=None)
-@given(rows=st.integers(1, 6), terms=st.integers(1, 4), n=st.integers(2, 40),
+@given(rows=st.integers(1, 6), terms=st.integers(1, 4), n=st.integers(2, 100),
        vec=st.booleans(), parallel=st.booleans(), data=st.data())
 def test_unswitched_tables_compute_the_reference(rows, terms, n, vec, parallel, data):
     """Random formula tables (non-zero coefficients), the inner loop vectorized or not,
@@ -65,6 +65,25 @@ def test_unswitched_tables_compute_the_reference(rows, terms, n, vec, parallel, 
     assert not _selects_in_loops(low.body)
     inputs = random_inputs(f, seed=rows * 1000 + n)
     check_close(tt.build(sch)(*[np.copy(a) for a in inputs]), evaluate(f, inputs)[0])
+
+
+def test_a_long_row_in_a_copy_loops_over_its_vectors():
+    """Each copy's vector row of at least MIN_ROLLED_CHUNKS whole vectors is a loop that
+    gcc is told not to unroll (four copies here); a shorter row, or one outside any copy,
+    is written out as before; both compute the reference."""
+    from tensortune.codegen.simd import MIN_ROLLED_CHUNKS
+
+    lanes = tt.Target.host().lanes("float32")
+    coefs = [[1.0, -0.5], [0.25, 3.0], [-2.0, 1.0], [0.5, 0.5]]
+    for chunks, rolled in ((MIN_ROLLED_CHUNKS, 4), (MIN_ROLLED_CHUNKS - 1, 0)):
+        for rows in (4, 1):
+            f = _table(rows, coefs[:rows], chunks * lanes)
+            sch = tt.Schedule(f)
+            sch.vectorize(sch.get_loops(sch.get_block("out"))[1])
+            k = tt.build(sch)
+            assert k.source.count("#pragma GCC unroll 1") == (rolled if rows == 4 else 0)
+            inputs = random_inputs(f, seed=chunks)
+            check_close(k(*[np.copy(a) for a in inputs]), evaluate(f, inputs)[0])
 
 
 def test_a_condition_on_the_loop_itself_stays():

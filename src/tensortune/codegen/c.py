@@ -57,6 +57,7 @@ from .c_header import (
     libm_name,
 )
 from .target import Target
+from .unswitch import COPY
 
 STACK_LIMIT = 64 * 1024  # larger local buffers go to the heap
 
@@ -101,6 +102,7 @@ class CEmitter:
         # size so far (outside, inside).
         self.ws_top = 0
         self.ws_inner = False
+        self.in_copy = 0        # unswitched copies (``unswitch.COPY``) around this point
         self.ws_size = [0, 0]
         used: set[str] = set()
         for b in (*func.params, *func.alloc_buffers):
@@ -189,6 +191,16 @@ class CEmitter:
             raise TypeError(f"codegen: cannot emit {type(s).__name__}")
 
     def loop(self, s: For, ind: int) -> None:
+        if s.annotation(COPY):
+            self.in_copy += 1
+            try:
+                self._loop(s, ind)
+            finally:
+                self.in_copy -= 1
+        else:
+            self._loop(s, ind)
+
+    def _loop(self, s: For, ind: int) -> None:
         self.ranges[s.var] = (0, s.extent - 1)
         if s.kind == ForKind.VECTORIZED and self.vector_loop(s, ind):
             return

@@ -37,6 +37,7 @@ from .tree_sum import tree_sum
 from .vmath import LANE_CALLS, POLY_CALLS, vector_math
 
 MAX_INLINE_CHUNKS = 16  # a vectorized loop of more chunks than this loops over them
+MIN_ROLLED_CHUNKS = 4   # whole vectors from which a loop in an unswitched copy loops
 
 
 class _NoVec(Exception):
@@ -137,18 +138,24 @@ class SimdEmitter(CEmitter):
             return self._scalar_unroll_if_promoted(s, ind)
         lane = Var("lane")
         rest = plan
+        w = plan[0][1]
+        chunks = sum(1 for _, cw in plan if cw == w)
+        # A long row (a whole output row copied from its strips) loops over its whole
+        # vectors: 192 of them inline took gcc 2 s to compile. So does a row in one of
+        # an unswitched loop's copies (a Winograd transform's 16 formulas), and there gcc
+        # is told not to unroll the loop again: CONVLAYER's Winograd programs then built
+        # in 0.29 s instead of 0.74 (RESULTS.md).
+        in_copy = bool(self.in_copy) and chunks >= MIN_ROLLED_CHUNKS
         try:
             with self.tentative():
-                if len(plan) > MAX_INLINE_CHUNKS and \
+                if (len(plan) > MAX_INLINE_CHUNKS or in_copy) and \
                         not _touched(s.body) & set(self.promoted):
-                    # A long row (a whole output row copied from its strips) loops over
-                    # its whole vectors: 192 of them inline took gcc 2 s to compile.
-                    w = plan[0][1]
-                    chunks = sum(1 for _, cw in plan if cw == w)
                     c = Var(f"{s.var.name}_c")
                     self.ranges[c] = (0, chunks - 1)
                     self.ranges[lane] = (0, w - 1)
                     cv = self.var(c)
+                    if len(plan) <= MAX_INLINE_CHUNKS:
+                        self.emit("#pragma GCC unroll 1", ind)
                     self.emit(f"for (int32_t {cv} = 0; {cv} < {chunks}; ++{cv}) {{", ind)
                     at = BinOp("+", BinOp("*", c, IntImm(w), "int32"), lane, "int32")
                     self._vstmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)

@@ -32,6 +32,9 @@ from ..tir.stmt import Allocate, For, ForKind, IfThenElse, Seq, Stmt, seq
 
 MAX_BODY = 64    # statements in a loop body worth copying
 MAX_COPIES = 16  # copies of one loop at most (a 4 x 4 transform's formulas)
+# The annotation on each copy (its loop): the emitter writes the vector loops in a copy
+# as loops over their whole vectors (``simd.SimdEmitter.vector_loop``).
+COPY = "unswitched_copy"
 
 
 def unswitch_loops(s: Stmt) -> Stmt:
@@ -50,7 +53,9 @@ def _rec(s: Stmt) -> tuple[Stmt, bool]:
         if not sel or loop.kind == ForKind.PARALLEL or _size(loop.body) > MAX_BODY:
             return loop, sel
         out, copies = _unswitch(loop)
-        return (out, sel) if copies <= MAX_COPIES else (loop, sel)
+        if copies == 1 or copies > MAX_COPIES:
+            return loop, sel
+        return _mark(out), sel
     if isinstance(s, Seq):
         parts = [_rec(x) for x in s.stmts]
         if all(p is x for (p, _), x in zip(parts, s.stmts)):
@@ -67,6 +72,14 @@ def _rec(s: Stmt) -> tuple[Stmt, bool]:
         body, sel = _rec(s.body)
         return (s if body is s.body else Allocate(s.buffer, body)), sel
     return s, any(_has_select(e) for e in stmt_exprs(s))
+
+
+def _mark(s: Stmt) -> Stmt:
+    """The copies (loops) under the tests of an unswitched loop, annotated ``COPY``."""
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, _mark(s.then), None if s.else_ is None else _mark(s.else_))
+    assert isinstance(s, For)
+    return replace(s, annotations=(*s.annotations, (COPY, 1)))
 
 
 def _has_select(e: Expr) -> bool:
