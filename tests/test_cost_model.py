@@ -48,6 +48,10 @@ def test_transfer_model_from_other_workloads(tmp_path):
     assert transfer_model(db, "mine", "other-target", prior=False) is None
     assert transfer_model(db, "mine", "other-target") is prior_model(frozenset({"mine"}),
                                                                      frozenset())
+    # The rows of the computation's other forms (``kin``) are left out like its own.
+    kin = transfer_model(db, "mine", "other-target", "gmm", kin=["bmm"])
+    assert kin is prior_model(frozenset({"mine"}), frozenset({"gmm", "bmm"}))
+    assert kin is not prior_model(frozenset({"mine"}), frozenset({"gmm"}))
     base = transfer_model(db, "mine", "t")
     assert base is not None and base.trained
     probe = rng.random((50, FEATURES))

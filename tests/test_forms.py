@@ -42,7 +42,7 @@ def test_an_exhausted_form_gets_no_batch():
     assert all(forms.pick() is tasks[0] for _ in range(3))
 
 
-def test_tune_keeps_the_fastest_form_and_compile_finds_it(tmp_path):
+def test_tune_keeps_the_fastest_form_and_compile_finds_it(tmp_path, capsys):
     """A small CONVLAYER: both forms are tuned and stored under their own workloads; the
     result is the fastest record of either, its kernel computes the direct reference,
     and ``compile`` builds the same form from the database."""
@@ -65,6 +65,20 @@ def test_tune_keeps_the_fastest_form_and_compile_finds_it(tmp_path):
     # GFLOP/s count the direct form's work, whichever form won.
     from tensortune.tir.analysis import flop_count
     assert res.flops == flop_count(f)
+    # ``show`` names the form it shows and the other one, each with its records.
+    from tensortune.cli import main
+    from tensortune.search.tune import stored_forms
+
+    assert main(["show", "convlayer", "--small", "--db", str(path)]) == 0
+    head = capsys.readouterr().out.splitlines()[:2]
+    stored = {label: (g, rec) for label, g, rec in stored_forms(f, db, target)}
+    assert set(stored) == {"direct", "winograd"}
+    order = sorted(stored, key=lambda label: stored[label][1].latency)
+    for line, label in zip(head, order):
+        g, rec = stored[label]
+        assert line.startswith(f"# {label} form: best of "
+                               f"{db.count(g.structural_hash(), fp)} records: ")
+    assert head[1].endswith("(not shown)") and not head[0].endswith("(not shown)")
 
 
 def test_no_other_form_without_algorithms_or_rewrite(tmp_path):

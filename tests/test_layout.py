@@ -273,7 +273,15 @@ def test_a_pack_made_inside_the_outer_tile_loops_is_each_jobs_own(seed):
         return  # a draw the post-processors reject
     text = str(sch.func)
     pack = text.index('with block("w_global"')
-    loops = re.findall(r"\n *for (\w+) in (\w+)\((\d+)\)", text[:pack])
+    # The loops around the pack: up from it, each less indented than the one before (a
+    # sibling's loops, such as the pad's, are not around it).
+    loops, depth = [], len(text[:pack]) - len(text[:pack].rstrip(" "))
+    for line in reversed(text[:pack].splitlines()):
+        ind = len(line) - len(line.lstrip(" "))
+        m = re.match(r" *for (\w+) in (\w+)\((\d+)\)", line)
+        if m and ind < depth:
+            loops.append(m.groups())
+            depth = ind
     outer = [(name, kind, int(n)) for name, kind, n in loops if not name.startswith("ax")]
     assert outer, "the pack is at the root"
     if any(n > 1 for _, _, n in outer):   # else the pack is all the jobs' work at once

@@ -79,3 +79,30 @@ def test_an_unmet_hope_fades_with_rounds_that_did_not_improve():
     slow.trials = slow.curve[-1][0]
     assert fresh < sched.gradient(slow) < 0
     assert sched.pick() is fast                     # ten rounds without a gain
+
+
+def test_a_task_with_another_algorithm_tunes_every_form(tmp_path):
+    """A 3x3 convolution task is tuned in both its forms, as ``tune`` tunes it
+    (``search.forms``): both are stored, the task's trials and best count both, and a
+    new scheduler on the database resumes from them."""
+    from tensortune.database import Database
+    from tensortune.search.tune import stored_forms, tuned_func
+
+    conv = Task("convlayer", tt.workloads.get("convlayer", small=True), 1)
+    db = tmp_path / "f.db"
+    sched = TaskScheduler([conv], database=db, batch_size=4, seed=0, retime_top=0)
+    [st] = sched.tune(16)
+    assert sorted(name for _, name, _, _ in Database(db).workloads()) == \
+        ["convlayer", "convlayer_winograd"]
+    assert [t.trials for t in st.tuner.tasks] == [8, 8]       # equal shares
+    target = tt.Target.host()
+    forms = stored_forms(conv.func, Database(db), target)
+    assert [label for label, _, _ in forms] == ["direct", "winograd"]
+    assert all(top is not None for _, _, top in forms)
+    assert st.best_latency == min(top.latency for _, _, top in forms)
+    again = TaskScheduler([conv], database=db)
+    assert again.states[0].trials == 16 and again.states[0].best_latency == st.best_latency
+    # The model's kernel is the faster form's.
+    fastest = min(forms, key=lambda f: f[2].latency)[1]
+    assert tuned_func(conv.func, Database(db), target).structural_hash() == \
+        fastest.structural_hash()

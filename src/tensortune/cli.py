@@ -124,17 +124,24 @@ def _show(args: argparse.Namespace) -> int:
     from tensortune.database import Database
     from tensortune.measure import source_hash
     from tensortune.search.records import best_record, replay
-    from tensortune.search.tune import tuned_func
+    from tensortune.search.tune import stored_forms, tuned_func
 
-    func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
+    given = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
     db = Database.existing(args.db)
     target = tt.Target.host()
-    func = tuned_func(func, db, target)
+    func = tuned_func(given, db, target)
     rec = best_record(func, db, target)
     sch = replay(func, rec)
     source = emit_c(lower(sch.func), target)
-    print(f"# best of {db.count(func.structural_hash(), target.fingerprint())} records: "
-          f"{rec.latency * 1e3:.4f} ms")
+    fp = target.fingerprint()
+    forms = [(label, f, top) for label, f, top in stored_forms(given, db, target)
+             if top is not None]
+    # The shown form first, then the others tune searched for the computation.
+    forms.sort(key=lambda x: x[1].structural_hash() != func.structural_hash())
+    for i, (label, f, top) in enumerate(forms):
+        print(f"# {label + ' form: ' if len(forms) > 1 else ''}best of "
+              f"{db.count(f.structural_hash(), fp)} records: "
+              f"{(rec if i == 0 else top).latency * 1e3:.4f} ms{'' if i == 0 else ' (not shown)'}")
     if rec.source != source_hash(source):
         print("# (timed with other C than this tensortune generates for it; tt.compile "
               "times the best records again)")

@@ -20,8 +20,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from ..database import TuningRecord
+from ..codegen import Target
+from ..database import Database, TuningRecord
 from ..measure import LocalBuilder, LocalRunner
 from ..rewrite.winograd import winograd
 from ..tir.stmt import PrimFunc
@@ -40,6 +42,35 @@ def algorithm_forms(func: PrimFunc) -> list[tuple[str, PrimFunc]]:
         if new is not None:
             out.append((label, new))
     return out
+
+
+def make_forms(func: PrimFunc, db: Database, target: Target, *, strategy: Any = "evolutionary",
+               name: str | None = None, rewrite: bool = True, space: Any = None,
+               inputs: Any = None, algorithms: bool = True, **common: Any) -> Forms:
+    """The forms ``tune`` and the task scheduler search for ``func``: a ``TuningTask`` of
+    ``func`` (``common`` holds its other arguments), and, with ``algorithms``, one of each
+    other algorithm for it (``algorithm_forms``), named ``<name>_<algorithm>``, checked
+    on the same case and counting ``func``'s FLOPs. None of those for a template
+    ``space`` (it schedules the function as written), a strategy object (one search
+    state cannot serve two tasks) or ``rewrite=False`` (tune as written).
+
+    Example:
+        >>> forms = make_forms(tt.workloads.get("convlayer"), db, target, seed=0)
+        >>> len(forms.tasks)        # 2: CONVLAYER as given, and its Winograd form
+    """
+    # (Not a PrimFunc: the TuningTask says so.)
+    alts = algorithm_forms(func) if algorithms and rewrite and space is None and \
+        isinstance(strategy, str) and isinstance(func, PrimFunc) else []
+    base = name or (func.name if isinstance(func, PrimFunc) else "")
+    names = [base] + [f"{base}_{label}" for label, _ in alts]
+    task = TuningTask(func, db, target, strategy=strategy, name=name, rewrite=rewrite,
+                      space=space, inputs=inputs, kin=names[1:], **common)
+    tasks = [task]
+    for (_, alt), own in zip(alts, names[1:]):
+        tasks.append(TuningTask(alt, db, target, strategy=strategy, name=own, rewrite=False,
+                                case=(task.ins, task.expected), flops=task.flops,
+                                kin=[n for n in names if n != own], **common))
+    return Forms(tasks)
 
 
 class Forms:

@@ -44,8 +44,9 @@ from ..measure.builder import SHARE
 from ..tir.analysis import flop_count
 from ..tir.functor import blocks_in
 from ..tir.stmt import PrimFunc
-from .tune import SEARCH_REPEAT_MS, tuned_func
-from .tuning_task import TuningTask, _open
+from .forms import Forms, make_forms
+from .tune import SEARCH_REPEAT_MS, stored_forms
+from .tuning_task import _open
 
 
 def op_kind(func: PrimFunc) -> tuple:
@@ -77,7 +78,7 @@ class TaskState:
     rounds: int = 0                   # rounds given in this run
     best_latency: float = float("inf")
     curve: list[tuple[int, float]] = field(default_factory=list)   # (trials, best)
-    tuner: TuningTask | None = None
+    tuner: Forms | None = None        # the task's forms (``search.forms``)
     exhausted: bool = False
 
     @property
@@ -113,11 +114,12 @@ class TaskScheduler:
         self.states = []
         for t in tasks:
             st = TaskState(t.name, t.func, float(t.weight), flop_count(t.func), op_kind(t.func))
-            wl = tuned_func(t.func, self.db, self.target).structural_hash()
-            st.trials = self.db.count(wl, fp)
-            top = self.db.top_k(wl, fp, 1)
-            if top:
-                st.best_latency = top[0].latency
+            # Every form the task's tuning searches (``search.forms``) counts.
+            forms = stored_forms(t.func, self.db, self.target)
+            st.trials = sum(self.db.count(f.structural_hash(), fp) for _, f, _ in forms)
+            tops = [top.latency for _, _, top in forms if top is not None]
+            if tops:
+                st.best_latency = min(tops)
                 st.curve.append((st.trials, st.best_latency))
             self.states.append(st)
         self._next = 0
@@ -185,8 +187,8 @@ class TaskScheduler:
                 if st is None:
                     break
                 tuner = st.tuner
-                if tuner is None:
-                    tuner = st.tuner = TuningTask(st.func, self.db, self.target, name=st.name,
+                if tuner is None:   # the task's forms, as ``tune`` makes them
+                    tuner = st.tuner = make_forms(st.func, self.db, self.target, name=st.name,
                                                   strategy=self.tune_strategy, seed=self.seed)
 
                 def report(rec: Any, st: TaskState = st) -> None:
@@ -199,7 +201,8 @@ class TaskScheduler:
                         self.progress(st, {"spent": self.spent, "total": trials,
                                            "objective": self.objective, "states": self.states,
                                            "elapsed": time.perf_counter() - t0})
-                tuner.step(builder, runner, min(self.batch_size, trials - self.spent), report)
+                tuner.step(tuner.pick(), builder, runner,
+                           min(self.batch_size, trials - self.spent), report)
                 st.rounds += 1
                 st.exhausted = tuner.exhausted
                 st.curve.append((st.trials, st.best_latency))

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -85,17 +86,20 @@ def _sample(y: np.ndarray, k: int) -> list[int]:
 
 
 def transfer_model(db: Database, workload: str, target: str, name: str | None = None,
-                   prior: bool = True, vector_bytes: int = 32) -> LGBMModel | None:
+                   prior: bool = True, vector_bytes: int = 32, kin: Sequence[str] = ()
+                   ) -> LGBMModel | None:
     """A model trained on the database's records of the other workloads for ``target``
     (``database_rows``); with fewer than ``MIN_ROWS`` of them, the bundled prior's shared
-    model (``prior_model``: ``workload`` and ``name`` left out, trained once per process),
-    or None without ``prior``."""
+    model (``prior_model``: ``workload``, ``name`` and the ``kin`` names left out, trained
+    once per process), or None without ``prior``. ``kin``: the names of the other forms
+    of the same computation (``search.forms``): the suite's curves measure what a first
+    run gets, and that has seen no program of the computation in any form."""
     xs, ys = database_rows(db, workload, target)
     if len(xs) < MIN_ROWS:
         if not prior:
             return None
-        return prior_model(frozenset({workload}), frozenset({name} if name else ()),
-                           vector_bytes)
+        return prior_model(frozenset({workload}),
+                           frozenset({name, *kin} if name else kin), vector_bytes)
     base = LGBMModel()
     base.update(np.asarray(xs), np.asarray(ys))
     return base

@@ -30,12 +30,12 @@ from ..measure.builder import SHARE
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
 from ..tir.stmt import PrimFunc
-from .forms import Forms, algorithm_forms
+from .forms import algorithm_forms, make_forms
 from .records import best_record, fresh_best, replay
 from .search_strategy import SearchStrategy
-from .tuning_task import TuningTask, _open
+from .tuning_task import _open
 
-__all__ = ["TuneResult", "compile", "tune", "tuned_func"]
+__all__ = ["TuneResult", "compile", "stored_forms", "tune", "tuned_func"]
 
 
 @dataclass
@@ -144,21 +144,12 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     db = _open(database)
     if draw_workers is None:
         draw_workers = tgt.cores if tgt.cores > 1 and trials >= 32 else 0
-    common = dict(cost_model=cost_model, space=space, seed=seed, early_stop=early_stop,
-                  prior=prior, load_guard=load_guard, draw_workers=draw_workers)
-    task = TuningTask(func, db, tgt, strategy=strategy, name=name, rewrite=rewrite,
-                      inputs=inputs, **common)  # type: ignore[arg-type]
-    tasks = [task]
-    # Other algorithms for the computation, each a task of its own (``search.forms``):
-    # not with a template (it schedules the function as written), a strategy object
-    # (one search state cannot serve two tasks) or ``rewrite=False`` (tune as written).
-    if algorithms and rewrite and space is None and isinstance(strategy, str):
-        for label, alt in algorithm_forms(func):
-            tasks.append(TuningTask(
-                alt, db, tgt, strategy=strategy, name=f"{name or func.name}_{label}",
-                rewrite=False, case=(task.ins, task.expected), flops=task.flops,
-                **common))  # type: ignore[arg-type]
-    tuner = Forms(tasks)
+    tuner = make_forms(func, db, tgt, strategy=strategy, name=name, rewrite=rewrite,
+                       space=space, inputs=inputs, algorithms=algorithms,
+                       cost_model=cost_model, seed=seed, early_stop=early_stop, prior=prior,
+                       load_guard=load_guard, draw_workers=draw_workers)
+    tasks = tuner.tasks
+    task = tasks[0]
     builder = LocalBuilder(tgt, share=SHARE)
     result = TuneResult(task.func, None, task.flops, database=db.path, target=tgt)
     t0 = time.perf_counter()
@@ -202,13 +193,28 @@ def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
     """The form of ``func`` that ``tune`` searched whose best record in ``db`` is the
     fastest: its rewrite or another algorithm for it (``search.forms``) when the database
     holds records of those, else ``func`` itself."""
+    best, out = float("inf"), func
+    for _, form, top in stored_forms(func, db, target):
+        if top is not None and top.latency < best:
+            best, out = top.latency, form
+    return out
+
+
+def stored_forms(func: PrimFunc, db: Database, target: Target
+                 ) -> list[tuple[str, PrimFunc, TuningRecord | None]]:
+    """(label, function, best record or None) of each form ``tune`` searches for
+    ``func``: "direct" (the function as given, or its rewrite) and each other algorithm
+    (``search.forms``) by its name.
+
+    Example:
+        >>> [(label, rec.latency) for label, _, rec in stored_forms(f, db, t) if rec]
+    """
     new = rewritten_form(func, target.lanes("float32"))
     fp = target.fingerprint()
-    best, out = float("inf"), func
-    for form in [new if new is not None else func] + [f for _, f in algorithm_forms(func)]:
+    out = []
+    for label, form in [("direct", new if new is not None else func), *algorithm_forms(func)]:
         top = db.top_k(form.structural_hash(), fp, 1)
-        if top and top[0].latency < best:
-            best, out = top[0].latency, form
+        out.append((label, form, top[0] if top else None))
     return out
 
 

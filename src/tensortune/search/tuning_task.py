@@ -62,7 +62,7 @@ class TuningTask:
                  load_guard: bool = True, draw_workers: int = 0,
                  inputs: Sequence[np.ndarray] | None = None,
                  case: tuple[list[np.ndarray], list[np.ndarray]] | None = None,
-                 flops: float | None = None) -> None:
+                 flops: float | None = None, kin: Sequence[str] = ()) -> None:
         if not isinstance(func, PrimFunc):
             raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
         self.target, self.db, self.early_stop = target, db, early_stop
@@ -101,8 +101,10 @@ class TuningTask:
         self.strategy.init(ctx)
         model = getattr(self.strategy, "model", None)
         if isinstance(model, LGBMModel):
+            # ``kin``: the names of the computation's other forms (``search.forms``),
+            # whose bundled rows are left out like the task's own.
             model.base = transfer_model(db, wl, fp, name or func.name, prior,
-                                        target.vector_bytes)
+                                        target.vector_bytes, kin=kin)
         best = db.top_k(wl, fp, 1)
         self.best_latency = best[0].latency if best else float("inf")
         self.trials = 0                  # measured by this object
