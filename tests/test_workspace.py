@@ -3,6 +3,7 @@ block each thread keeps between calls, laid out as a stack frame, so calls after
 make no page faults; concurrent calls, ``tt_release`` and kernels joined in one library
 stay correct."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -141,3 +142,28 @@ def test_joined_kernels_keep_their_own_workspaces(drawn, case, tmp_path):
         res = runner.run([RunInput(b.lib_path, f, "wino", ins, [exp], suffix=b.suffix)
                           for (f, _), b in [*zip(pair, built)] * 2])
     assert all(r.ok for r in res), [r.error_msg for r in res if not r.ok]
+
+
+def _rss() -> int:
+    """This process's resident memory, in bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux's /proc")
+def test_threads_that_end_give_their_blocks_back(drawn, case):
+    """Forty short-lived threads each call the kernel once: each thread's block (and its
+    OpenMP team's) is freed when it ends, so resident memory does not grow by a block
+    per thread (about 2 MB each here)."""
+    _, [(func, src), *_] = drawn
+    ins, _ = case
+    k = tt.build(func)
+    k(*ins)
+    block = int(src.split("tt_ws_bytes = ")[1].split(";")[0])
+    assert block > 1 << 20
+    before = _rss()
+    for _ in range(40):
+        t = threading.Thread(target=k, args=ins)
+        t.start()
+        t.join()
+    assert _rss() - before < 10 * block, (_rss() - before) / block

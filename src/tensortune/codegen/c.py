@@ -209,23 +209,23 @@ class CEmitter:
         unroll = s.annotation(PRAGMA_UNROLL)
         if s.kind == ForKind.PARALLEL:
             self.emit("#pragma omp parallel for schedule(static)", ind)
-            if not self.ws_inner:   # each thread's buffers in the loop: a frame of their own
-                top, self.ws_top, self.ws_inner = self.ws_top, 0, True
-                try:
-                    self.emit(f"for (int32_t {v} = 0; {v} < {s.extent}; ++{v}) {{", ind)
-                    self.stmt(s.body, ind + 1)
-                    self.emit("}", ind)
-                finally:
-                    self.ws_top, self.ws_inner = top, False
-                return
         elif s.kind == ForKind.VECTORIZED and not _has_loop(s.body):
             self.emit("#pragma omp simd", ind)
         elif unroll and _small(s.body, int(unroll)):
             # Only small bodies: unrolling a big one costs seconds of compile time.
             self.emit(f"#pragma GCC unroll {int(unroll)}", ind)
-        self.emit(f"for (int32_t {v} = 0; {v} < {s.extent}; ++{v}) {{", ind)
-        self.stmt(s.body, ind + 1)
-        self.emit("}", ind)
+        # Each thread's buffers in a parallel loop: a workspace frame of their own.
+        frame = s.kind == ForKind.PARALLEL and not self.ws_inner
+        top = self.ws_top
+        if frame:
+            self.ws_top, self.ws_inner = 0, True
+        try:
+            self.emit(f"for (int32_t {v} = 0; {v} < {s.extent}; ++{v}) {{", ind)
+            self.stmt(s.body, ind + 1)
+            self.emit("}", ind)
+        finally:
+            if frame:
+                self.ws_top, self.ws_inner = top, False
 
     def vector_loop(self, s: For, ind: int) -> bool:
         return False  # overridden by simd.SimdEmitter

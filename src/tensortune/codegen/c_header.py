@@ -73,9 +73,17 @@ static inline int32_t tt_mini(int32_t a, int32_t b) { return a < b ? a : b; }
    as malloc's reuse of a freed block did (one buffer per site instead made Winograd
    kernels 10-25% slower), and those inside a parallel loop lie after those outside it,
    which the calling thread keeps while it runs the loop as one of the team. A thread's
-   block is on a list of the kernel's, which tt_release frees (between calls only). */
+   block is on a list of the kernel's, which tt_release frees (between calls only, and
+   not while a thread that called the kernel ends). */
 typedef struct tt_ws { struct tt_ws* next; void* p; } tt_ws;
-static char* tt_ws_take(tt_ws** mine, tt_ws** all, size_t n) {
+typedef unsigned int tt_key;   /* glibc's pthread_key_t */
+int pthread_key_create(tt_key*, void (*)(void*));
+int pthread_setspecific(tt_key, const void*);
+/* A thread that ends gives its block back (its node stays on the list, empty): without
+   it a program calling a kernel from many short-lived threads would hold a block per
+   thread it ever had. */
+static void tt_ws_exit(void* w) { free(((tt_ws*)w)->p); ((tt_ws*)w)->p = NULL; }
+static char* tt_ws_take(tt_ws** mine, tt_ws** all, int* keyed, tt_key* key, size_t n) {
   tt_ws* w = *mine;
   if (!w) {       /* the thread's first call of this kernel */
     w = (tt_ws*)calloc(1, sizeof(tt_ws));
@@ -83,6 +91,14 @@ static char* tt_ws_take(tt_ws** mine, tt_ws** all, size_t n) {
     w->next = __atomic_load_n(all, __ATOMIC_ACQUIRE);
     while (!__atomic_compare_exchange_n(all, &w->next, w, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE)) {}
+    /* The kernel's key, made by the first thread: 0 not yet, 1 being made, 2 made, 3
+       failed (a process has 1024 keys; a block is then kept until tt_release). */
+    int k = 0;
+    if (__atomic_compare_exchange_n(keyed, &k, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      __atomic_store_n(keyed, pthread_key_create(key, tt_ws_exit) == 0 ? 2 : 3,
+                       __ATOMIC_RELEASE);
+    while ((k = __atomic_load_n(keyed, __ATOMIC_ACQUIRE)) == 1) {}
+    if (k == 2) pthread_setspecific(*key, w);
     *mine = w;
   }
   if (!w->p && posix_memalign(&w->p, 64, n ? n : 64) != 0) abort();
@@ -91,7 +107,8 @@ static char* tt_ws_take(tt_ws** mine, tt_ws** all, size_t n) {
 static void tt_ws_free(tt_ws* w) {
   for (; w; w = w->next) { free(w->p); w->p = NULL; }
 }
-#define TT_WS(offset) (tt_ws_take(&tt_ws_mine, &tt_ws_all, tt_ws_bytes) + (offset))
+#define TT_WS(offset) (tt_ws_take(&tt_ws_mine, &tt_ws_all, &tt_ws_keyed, &tt_ws_key, \
+                                  tt_ws_bytes) + (offset))
 /* TT_IN_REG(v): v is in a register here (an empty asm). Before a tile vector is copied
    to memory it keeps gcc from giving the vector a stack slot for its whole life, hot
    loop included (codegen/lane_loop.py). */
@@ -110,6 +127,8 @@ static void tt_ws_free(tt_ws* w) {
 # its blocks, and their size and where the part for buffers inside parallel loops starts.
 KERNEL_STATICS = """static __thread tt_ws* tt_ws_mine;
 static tt_ws* tt_ws_all;
+static int tt_ws_keyed;
+static tt_key tt_ws_key;
 static const size_t tt_ws_outer = {outer}, tt_ws_bytes = {total};"""
 
 TIMER = r"""

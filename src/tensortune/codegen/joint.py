@@ -26,8 +26,8 @@ from .c_header import KERNEL_STATICS
 # Where the emitter's kernel begins (``CEmitter.function``): what comes before is shared.
 KERNEL_START = KERNEL_STATICS.split("\n")[0]
 # The file-scope names each source defines after that point.
-SYMBOLS = ("tt_ws_mine", "tt_ws_all", "tt_ws_outer", "tt_ws_bytes", "tt_kernel", "tt_packed",
-           "tt_release", "tt_now", "tt_time")
+SYMBOLS = ("tt_ws_mine", "tt_ws_all", "tt_ws_keyed", "tt_ws_key", "tt_ws_outer", "tt_ws_bytes",
+           "tt_kernel", "tt_packed", "tt_release", "tt_now", "tt_time")
 
 
 def prefix(source: str) -> str | None:
