@@ -167,3 +167,33 @@ def test_threads_that_end_give_their_blocks_back(drawn, case):
         t.start()
         t.join()
     assert _rss() - before < 10 * block, (_rss() - before) / block
+
+
+def test_the_worker_frees_a_candidates_blocks_and_keeps_the_guards(drawn, case, monkeypatch):
+    """After a checked run the worker calls the kernel's ``tt_release``; after a probe of
+    the load guard's reference (no check, calls per timing given) it does not, so the
+    reference's next reading faults no block in. The worker's own function, here."""
+    from tensortune.measure import worker
+
+    _, [(func, _), *_] = drawn
+    ins, exp = case
+    lib = str(tt.build(func).lib_path)
+    released: list[str] = []
+    symbol = worker._symbol
+
+    def spy(msg: dict, name: str):
+        fn = symbol(msg, name)
+        return None if fn is None else (lambda: released.append(name) or fn())
+
+    monkeypatch.setattr(worker, "_symbol", spy)
+    msg = {"key": "w", "lib_path": lib, "out_specs": [(exp.shape, "float32")],
+           "inputs": ins, "expected": [exp], "repeat": 1, "min_repeat_s": 1e-3,
+           "flush_bytes": 0, "cutoff": None}
+    cache: dict = {}
+    assert worker.run_one(msg, cache).get("latencies") and released == ["tt_release"]
+    probe = {**msg, "check": False, "number": 1}
+    assert worker.run_one(probe, cache).get("latencies") and released == ["tt_release"]
+    # A failing run releases too.
+    wrong = {**msg, "expected": [exp + 1.0]}
+    assert worker.run_one(wrong, cache)["error_kind"] == "wrong_result"
+    assert released == ["tt_release"] * 2
