@@ -122,8 +122,8 @@ def test_repeated_and_concurrent_calls_compute_the_reference(drawn, case):
     for t in threads:
         t.join()
     assert wrong == []
-    # tt_release frees every thread's buffers; the next call takes new ones.
-    k._lib.tt_release()
+    # release (tt_release) frees every thread's blocks; the next call takes new ones.
+    k.release()
     np.testing.assert_allclose(k(*other), exp_other, rtol=1e-4, atol=1e-4)
 
 
@@ -197,3 +197,16 @@ def test_the_worker_frees_a_candidates_blocks_and_keeps_the_guards(drawn, case, 
     wrong = {**msg, "expected": [exp + 1.0]}
     assert worker.run_one(wrong, cache)["error_kind"] == "wrong_result"
     assert released == ["tt_release"] * 2
+
+
+def test_release_of_a_kernel_whose_c_has_no_workspace_is_a_no_op():
+    """C given by hand (``tt.build(..., source=)``) may define no ``tt_release``."""
+    from tensortune.codegen import emit_c, lower
+
+    f = tt.workloads.get("gmm", M=8, N=16, K=4)
+    src = emit_c(lower(f), tt.Target.host()).replace("void tt_release(void)",
+                                                     "void tt_other(void)")
+    k = tt.build(f, source=src)
+    ins = random_inputs(f)
+    k.release()
+    np.testing.assert_allclose(k(*ins), evaluate(f, ins)[0], rtol=1e-5)

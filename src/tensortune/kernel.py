@@ -31,7 +31,9 @@ def aligned_empty(shape: tuple[int, ...], dtype: str, align: int = 64) -> np.nda
 
 class Kernel:
     """A compiled function. Call with the inputs; outputs are returned (or written to
-    ``out=``). Arguments are checked: count, dtype, shape, C-contiguity, aliasing."""
+    ``out=``). Arguments are checked: count, dtype, shape, C-contiguity, aliasing. Its
+    buffers over 64 KiB live in a block that each calling thread keeps between calls
+    (until the thread ends, or ``release``)."""
 
     def __init__(self, func: PrimFunc, source: str, lib_path: Path, target: Target) -> None:
         self.func = func
@@ -56,6 +58,17 @@ class Kernel:
             raise KernelArgumentError(f"{where}: array must be C-contiguous; "
                                       "pass np.ascontiguousarray(x)")
         return arr
+
+    def release(self) -> None:
+        """Free the blocks the kernel keeps for its buffers, every thread's; the next call
+        takes one again. Not while another thread is calling the kernel.
+
+        Example:
+            >>> y = k(a, b); k.release()     # done with k for now
+        """
+        fn = getattr(self._lib, "tt_release", None)   # C given by hand may lack it
+        if fn is not None:
+            fn()
 
     def __call__(self, *inputs: np.ndarray, out: Any = None) -> Any:
         f = self.func
