@@ -168,3 +168,17 @@ def test_tune_says_when_the_space_ran_out_before_the_trials(tmp_path, capsys):
     assert main(["tune", f"{ops}:scale", "--trials", "64"]) == 0
     out = capsys.readouterr().out
     assert "of 64 trials: the search proposed no program it had not measured" in out
+
+
+def test_show_a_function_tuned_as_written(tmp_path, capsys):
+    """A database of a function tuned with ``rewrite=False`` (SMX has a rewrite): ``show``
+    shows that form, with its record count."""
+    import tensortune as tt
+    from tensortune.database import Database
+
+    db = tmp_path / "w.db"
+    tt.tune(tt.workloads.get("smx", small=True), trials=3, database=db, rewrite=False,
+            seed=0)
+    capsys.readouterr()
+    assert main(["show", "smx", "--small", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.startswith(f"# best of {Database(db).count()} records: ")

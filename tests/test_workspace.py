@@ -171,7 +171,7 @@ def test_threads_that_end_give_their_blocks_back(drawn, case):
 
 def test_the_worker_frees_a_candidates_blocks_and_keeps_the_guards(drawn, case, monkeypatch):
     """After a checked run the worker calls the kernel's ``tt_release``; after a probe of
-    the load guard's reference (no check, calls per timing given) it does not, so the
+    the load guard's reference (``keep``, as ``LocalRunner.probe`` sends) it does not, so the
     reference's next reading faults no block in. The worker's own function, here."""
     from tensortune.measure import worker
 
@@ -191,8 +191,17 @@ def test_the_worker_frees_a_candidates_blocks_and_keeps_the_guards(drawn, case, 
            "flush_bytes": 0, "cutoff": None}
     cache: dict = {}
     assert worker.run_one(msg, cache).get("latencies") and released == ["tt_release"]
-    probe = {**msg, "check": False, "number": 1}
+    probe = {**msg, "check": False, "number": 1, "keep": True}   # as LocalRunner.probe
     assert worker.run_one(probe, cache).get("latencies") and released == ["tt_release"]
+    # The runner's probe is such a message.
+    from tensortune.measure.runner import LocalRunner, RunResult
+
+    sent: list[dict] = []
+    runner = LocalRunner()
+    monkeypatch.setattr(runner, "_one", lambda inp, override=None: sent.append(override)
+                        or RunResult())
+    runner.probe(None, 5.0, 3)   # type: ignore[arg-type]
+    assert sent[0]["keep"] is True and sent[0]["check"] is False
     # A failing run releases too.
     wrong = {**msg, "expected": [exp + 1.0]}
     assert worker.run_one(wrong, cache)["error_kind"] == "wrong_result"

@@ -124,20 +124,19 @@ def _show(args: argparse.Namespace) -> int:
     from tensortune.database import Database
     from tensortune.measure import source_hash
     from tensortune.search.records import best_record, replay
-    from tensortune.search.tune import stored_forms, tuned_func
+    from tensortune.search.tune import stored_forms
 
     given = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
     db = Database.existing(args.db)
     target = tt.Target.host()
-    func = tuned_func(given, db, target)
+    # The stored forms, fastest first: the first is the one shown (``tuned_func``'s).
+    forms = sorted(((label, f, top) for label, f, top in stored_forms(given, db, target)
+                    if top is not None), key=lambda x: x[2].latency)
+    func = forms[0][1] if forms else given   # none: best_record says what is stored
     rec = best_record(func, db, target)
     sch = replay(func, rec)
     source = emit_c(lower(sch.func), target)
     fp = target.fingerprint()
-    forms = [(label, f, top) for label, f, top in stored_forms(given, db, target)
-             if top is not None]
-    # The shown form first, then the others tune searched for the computation.
-    forms.sort(key=lambda x: x[1].structural_hash() != func.structural_hash())
     for i, (label, f, top) in enumerate(forms):
         print(f"# {label + ' form: ' if len(forms) > 1 else ''}best of "
               f"{db.count(f.structural_hash(), fp)} records: "

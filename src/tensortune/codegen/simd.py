@@ -143,8 +143,8 @@ class SimdEmitter(CEmitter):
         # A long row (a whole output row copied from its strips) loops over its whole
         # vectors: 192 of them inline took gcc 2 s to compile. So does a row in one of
         # an unswitched loop's copies (a Winograd transform's 16 formulas), and there gcc
-        # is told not to unroll the loop again: CONVLAYER's Winograd programs then built
-        # in 0.29 s instead of 0.74 (RESULTS.md).
+        # is told not to unroll the loop again: CONVLAYER's best Winograd programs then
+        # built in 0.31-0.43 s instead of 0.69-0.97 (RESULTS.md).
         in_copy = bool(self.in_copy) and chunks >= MIN_ROLLED_CHUNKS
         try:
             with self.tentative():

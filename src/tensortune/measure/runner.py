@@ -115,8 +115,9 @@ class LocalRunner:
         failed): ``LoadGuard``'s reading of how busy the machine is. With ``number`` (calls
         per timing, from a known latency) the kernel is called only that many times;
         without, once more to pick it."""
+        # ``keep``: the kernel keeps its workspace, so the next reading faults none in.
         r = self._one(inp, {"repeat": 1, "min_repeat_s": min_repeat_ms / 1000.0,
-                            "cutoff": None, "check": False, "number": number})
+                            "cutoff": None, "check": False, "number": number, "keep": True})
         return r.latencies[0] if r.ok and r.latencies else None
 
     def _one(self, inp: RunInput, override: dict[str, Any] | None = None) -> RunResult:

@@ -42,15 +42,14 @@ def _time(lib: Any, args: Any, repeat: int, min_repeat_s: float, flush: int,
 
 def run_one(msg: dict, cache: dict) -> dict:
     """Check and time the kernel ``msg`` names, then free the buffers it keeps between
-    calls (a worker loads hundreds of libraries and never unloads one). A probe of the
-    load guard's reference (calls per timing given, no check) keeps them: its readings
+    calls (a worker loads hundreds of libraries and never unloads one). A message with
+    ``keep`` (``LocalRunner.probe``: the load guard's reference) keeps them: its readings
     are taken without a call of their own, and one that faulted its buffers in again
     would read slow."""
     try:
         return _run_one(msg, cache)
     finally:
-        probe = bool(msg.get("number")) and not msg.get("check", True)
-        release = None if probe else _symbol(msg, "tt_release")
+        release = None if msg.get("keep") else _symbol(msg, "tt_release")
         if release is not None:
             release()
 

@@ -203,16 +203,19 @@ def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
 def stored_forms(func: PrimFunc, db: Database, target: Target
                  ) -> list[tuple[str, PrimFunc, TuningRecord | None]]:
     """(label, function, best record or None) of each form ``tune`` searches for
-    ``func``: "direct" (the function as given, or its rewrite) and each other algorithm
+    ``func``: "direct" (its rewrite when the database holds records of that, else the
+    function as given, which ``tune(rewrite=False)`` stores) and each other algorithm
     (``search.forms``) by its name.
 
     Example:
         >>> [(label, rec.latency) for label, _, rec in stored_forms(f, db, t) if rec]
     """
-    new = rewritten_form(func, target.lanes("float32"))
     fp = target.fingerprint()
+    direct = rewritten_form(func, target.lanes("float32"))
+    if direct is None or not db.top_k(direct.structural_hash(), fp, 1):
+        direct = func
     out = []
-    for label, form in [("direct", new if new is not None else func), *algorithm_forms(func)]:
+    for label, form in [("direct", direct), *algorithm_forms(func)]:
         top = db.top_k(form.structural_hash(), fp, 1)
         out.append((label, form, top[0] if top else None))
     return out
