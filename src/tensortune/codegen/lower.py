@@ -44,6 +44,7 @@ from ..tir.functor import (
     substitute_stmt,
     walk_with_loops,
 )
+from ..tir.linear import structural_key
 from ..tir.stmt import (
     SCHED_PRESSURE,
     Allocate,
@@ -138,7 +139,13 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
         shape: list[int] = []
         for d, n in enumerate(buf.shape):
             regions = []
+            seen: set[tuple[object, ...]] = set()
             for idx, p in sites:
+                # A repeated index under the same loops adds nothing to the union.
+                key = (structural_key(idx[d]), *map(id, p))
+                if key in seen:
+                    continue
+                seen.add(key)
                 inner = {f.var: (0, f.extent - 1) for f in p if f.var not in outer_vars}
                 try:
                     regions.append(region(idx[d], inner, all_ranges))

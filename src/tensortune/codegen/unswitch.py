@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..tir.expr import BufferLoad, Expr, Select, Var, structural_equal
-from ..tir.functor import free_vars, iter_exprs, rewrite_expr, rewrite_stmt, stmt_exprs, walk
+from ..tir.functor import free_vars, iter_exprs, map_children, rewrite_stmt, stmt_exprs, walk
 from ..tir.stmt import Allocate, For, ForKind, IfThenElse, Seq, Stmt, seq
 
 MAX_BODY = 64    # statements in a loop body worth copying
@@ -118,14 +118,17 @@ def _invariant(cond: Expr, bound: set[Var]) -> bool:
 
 def _decide(loop: For, cond: Expr, value: bool) -> For:
     """``loop`` with every select on ``cond`` replaced by its branch for ``value``."""
-    def pick(e: Expr) -> Expr:
-        if isinstance(e, Select) and structural_equal(e.cond, cond):
-            return e.t if value else e.f
-        return e
-
-    out = rewrite_stmt(loop, expr_fn=lambda e: rewrite_expr(e, pick))
+    out = rewrite_stmt(loop, expr_fn=lambda e: _pick(e, cond, value))
     assert isinstance(out, For)
     return out
+
+
+def _pick(e: Expr, cond: Expr, value: bool) -> Expr:
+    # Top-down: the branch not taken is never walked (a Winograd transform's value is
+    # selects four deep, one branch of each kept).
+    if isinstance(e, Select) and structural_equal(e.cond, cond):
+        return _pick(e.t if value else e.f, cond, value)
+    return map_children(e, _pick, cond, value)
 
 
 def _size(s: Stmt) -> int:

@@ -27,6 +27,7 @@ from ..codegen.target import Target
 from ..tir.arith import affine, flat_affine
 from ..tir.expr import BinOp, BufferLoad, Call
 from ..tir.functor import iter_exprs, walk_with_loops
+from ..tir.linear import structural_key
 from ..tir.stmt import PRAGMA_UNROLL, Allocate, BufferStore, For, ForKind, PrimFunc
 
 _KINDS = (ForKind.SERIAL, ForKind.PARALLEL, ForKind.VECTORIZED, ForKind.UNROLLED)
@@ -45,11 +46,10 @@ def _log(x: float) -> float:
 
 
 def _store_vector(st: BufferStore, path: tuple[For, ...], loads: list[BufferLoad],
-                  ops: int) -> list[float]:
+                  ops: int, calls: int) -> list[float]:
     iters = math.prod(lp.extent for lp in path) if path else 1
     by_kind = [math.prod(lp.extent for lp in path if lp.kind == k) for k in _KINDS]
     inner = path[-1] if path else None
-    calls = sum(1 for x in iter_exprs(st.value) if isinstance(x, Call))
     strides = [0.0, 0.0, 0.0, 0.0]  # broadcast, contiguous, strided, non-affine
     footprint = [0.0, 0.0, 0.0]
     for buf, idx in [(st.buffer, st.indices)] + [(x.buffer, x.indices) for x in loads]:
@@ -119,9 +119,16 @@ def _memory_vector(st: BufferStore, loads: list[BufferLoad], path: tuple[For, ..
     n = len(path)
     accesses = [(st.buffer, st.indices)] + [(x.buffer, x.indices) for x in loads]
     per = []
+    # A value reads the same element many times over (a Winograd transform's 64 loads
+    # repeat its 16 inputs): each access is counted, its spans computed once.
+    seen: dict[tuple[int, object], list[int]] = {}
     for buf, idx in accesses:
-        sp = _spans(tuple(buf.shape), tuple(idx), path)
-        per.append([math.prod(col[j] for col in sp) * 4 for j in range(n + 1)])
+        key = (id(buf), tuple([structural_key(i) for i in idx]))
+        row = seen.get(key)
+        if row is None:
+            sp = _spans(tuple(buf.shape), tuple(idx), path)
+            row = seen[key] = [math.prod(col[j] for col in sp) * 4 for j in range(n + 1)]
+        per.append(row)
     total = [sum(a[j] for a in per) for j in range(n + 1)]
     outer = [1] * (n + 1)  # iterations of the loops outside level j
     for j in range(1, n + 1):
@@ -163,10 +170,16 @@ def _rows(func: PrimFunc) -> tuple[np.ndarray, list[int]]:
         if isinstance(st, Allocate):
             allocs.append(st.buffer.size)
         elif isinstance(st, BufferStore):
-            loads = [x for x in iter_exprs(st.value) if isinstance(x, BufferLoad)]
-            ops = sum(1 for x in iter_exprs(st.value) if isinstance(x, BinOp)
-                      and x.dtype.startswith("float"))
-            stores.append(_store_vector(st, path, loads, ops)
+            loads: list[BufferLoad] = []
+            ops = calls = 0
+            for x in iter_exprs(st.value):     # one walk of a value for all three counts
+                if isinstance(x, BufferLoad):
+                    loads.append(x)
+                elif isinstance(x, BinOp):
+                    ops += x.dtype.startswith("float")
+                elif isinstance(x, Call):
+                    calls += 1
+            stores.append(_store_vector(st, path, loads, ops, calls)
                           + _memory_vector(st, loads, path, caches, cores, ops))
     return np.asarray(stores, dtype=np.float64).reshape(-1, PER_STORE), allocs
 

@@ -19,6 +19,7 @@ from ..tir.analysis import conjunction, conjuncts, is_dense, region, union
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, Expr, IntImm, Var, structural_equal
 from ..tir.functor import free_vars, stores_in, substitute
+from ..tir.linear import structural_key
 from ..tir.stmt import Block, Buffer, For, PrimFunc, Stmt, seq
 from .tree import (
     Path,
@@ -65,9 +66,16 @@ def _access_regions(blk: Block, path: Path, loop: For, idx_list: list[tuple[Expr
     ranges = _ranges(path)
     vmap = {iv.var: b for iv, b in zip(blk.iter_vars, blk.bindings)}
     out: list[list[tuple[Expr, int, bool]]] = [[] for _ in range(ndim)]
+    # Each index of a dimension once (a repeat adds nothing to the union of them): the
+    # loads of a block repeat most of theirs (a Winograd transform's 64 loads hold four
+    # distinct rows and columns and one channel).
+    seen: set[tuple[int, object]] = set()
     for idx in idx_list:
         for d, i in enumerate(idx):
-            out[d].append(region(substitute(i, vmap), inner, ranges))
+            key = (d, structural_key(i))
+            if key not in seen:
+                seen.add(key)
+                out[d].append(region(substitute(i, vmap), inner, ranges))
     return out
 
 

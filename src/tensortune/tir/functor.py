@@ -277,8 +277,7 @@ def retarget(s: Stmt, old: object, new: object,
     """Redirect every load and store of buffer ``old`` to ``new``, mapping indices."""
 
     def ef(e: Expr) -> Expr:
-        return rewrite_expr(e, lambda x: BufferLoad(new, idx_fn(x.indices))
-                            if isinstance(x, BufferLoad) and x.buffer is old else None)
+        return _retarget(e, old, new, idx_fn)
 
     def sf(x: Stmt) -> Stmt | None:
         if isinstance(x, BufferStore) and x.buffer is old:
@@ -286,3 +285,34 @@ def retarget(s: Stmt, old: object, new: object,
         return None
 
     return rewrite_stmt(s, expr_fn=ef, stmt_fn=sf)
+
+
+def _retarget(x: Expr, old: object, new: object,
+              idx_fn: Callable[[tuple[Expr, ...]], tuple[Expr, ...]]) -> Expr:
+    # Only the sub-expressions that load ``old`` are walked: lowering retargets every
+    # compacted buffer in turn, and a Winograd transform's value holds 64 loads.
+    if old not in loaded_buffers(x):
+        return x
+    y = map_children(x, _retarget, old, new, idx_fn)
+    if isinstance(y, BufferLoad) and y.buffer is old:
+        return BufferLoad(new, idx_fn(y.indices))  # type: ignore[arg-type]
+    return y
+
+
+def loaded_buffers(e: Expr) -> frozenset:
+    """The buffers ``e`` loads from, kept on each node as ``free_vars`` keeps its
+    variables (nodes are immutable)."""
+    got = e.__dict__.get("_loads")
+    if got is None:
+        if type(e) in _LEAVES:
+            got = _NONE
+        else:
+            kids = [loaded_buffers(c) for c in _children(e)]
+            got = frozenset().union(*kids) if kids else _NONE
+            if isinstance(e, BufferLoad):
+                got = got | {e.buffer}
+        object.__setattr__(e, "_loads", got)
+    return got
+
+
+_NONE: frozenset = frozenset()
