@@ -52,18 +52,15 @@ def _store_vector(st: BufferStore, path: tuple[For, ...], loads: list[BufferLoad
     inner = path[-1] if path else None
     strides = [0.0, 0.0, 0.0, 0.0]  # broadcast, contiguous, strided, non-affine
     footprint = [0.0, 0.0, 0.0]
+    seen: dict[tuple[int, object], tuple[int, list[float]]] = {}
     for buf, idx in [(st.buffer, st.indices)] + [(x.buffer, x.indices) for x in loads]:
-        aff = flat_affine(buf.shape, idx)
-        if aff is None or inner is None:
-            strides[3] += 1
-            continue
-        s = abs(aff[0].get(inner.var, 0))
-        strides[0 if s == 0 else 1 if s == 1 else 2] += 1
-        for k in range(3):
-            span = 1
-            for lp in path[-(k + 1):]:
-                span += abs(aff[0].get(lp.var, 0)) * (lp.extent - 1)
-            footprint[k] += _log(span * 4)
+        key = (id(buf), tuple([structural_key(i) for i in idx]))
+        got = seen.get(key)
+        if got is None:
+            got = seen[key] = _access_vector(buf, idx, path)
+        strides[got[0]] += 1
+        for k, f in enumerate(got[1]):   # added in access order: the same sums
+            footprint[k] += f
     pragma = inner.annotation(PRAGMA_UNROLL, 0) if inner is not None else 0
     kind = [1.0 if inner is not None and inner.kind == k else 0.0 for k in _KINDS]
     return [_log(iters), *[_log(x) for x in by_kind], _log(inner.extent if inner else 1),
@@ -71,6 +68,23 @@ def _store_vector(st: BufferStore, path: tuple[For, ...], loads: list[BufferLoad
             *strides, *footprint, 1.0 if st.buffer.scope == "local" else 0.0,
             float(len(path)), _log(float(pragma or 0)), _log(st.buffer.size * 4),
             _log(iters * (len(loads) + 1) * 4)]
+
+
+def _access_vector(buf, idx: tuple, path: tuple[For, ...]) -> tuple[int, list[float]]:
+    """An access's stride class (0 broadcast, 1 contiguous, 2 strided, 3 non-affine or
+    outside every loop) along the innermost loop, and its footprint terms over the
+    innermost 1, 2 and 3 loops (none for class 3)."""
+    aff = flat_affine(buf.shape, idx)
+    if aff is None or not path:
+        return 3, []
+    s = abs(aff[0].get(path[-1].var, 0))
+    foot = []
+    for k in range(3):
+        span = 1
+        for lp in path[-(k + 1):]:
+            span += abs(aff[0].get(lp.var, 0)) * (lp.extent - 1)
+        foot.append(_log(span * 4))
+    return (0 if s == 0 else 1 if s == 1 else 2), foot
 
 
 def _spans(buf_shape: tuple[int, ...], idx: tuple, path: tuple[For, ...]) -> list[list[int]]:
