@@ -359,3 +359,50 @@ def test_a_quotient_and_remainder_pair_merges_and_keeps_its_value(x, rest, c, k,
     if "%" not in str(rest) and "//" not in str(rest) and "//" not in str(x) \
             and "%" not in str(x):
         assert "%" not in str(got)
+
+
+def _float_exprs(bufs, vars_):
+    """Float expressions over loads of ``bufs`` (integer index trees) and constants."""
+    from tensortune.tir.expr import BinOp, BufferLoad, FloatImm, Select
+
+    idx = _int_exprs(vars_)
+    leaves = st.one_of(
+        st.tuples(st.sampled_from(bufs), idx).map(lambda t: BufferLoad(t[0], (t[1],))),
+        st.floats(-4, 4, allow_nan=False).map(lambda v: FloatImm(v)))
+
+    def extend(sub):
+        return st.one_of(
+            st.tuples(st.sampled_from(["+", "-", "*"]), sub, sub)
+            .map(lambda t: BinOp(t[0], t[1], t[2], "float32")),
+            st.tuples(idx, sub, sub).map(
+                lambda t: Select(BinOp("<", t[0], t[0] * 2, "bool"), t[1], t[2], "float32")))
+
+    return st.recursive(leaves, extend, max_leaves=10)
+
+
+_BUFS = [Buffer("A", (64,), "float32"), Buffer("B", (64,), "float32")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(e=_float_exprs(_BUFS, _VARS), which=st.integers(0, 1), shift=st.integers(0, 3))
+def test_retarget_matches_a_rewrite_of_every_node(e, which, shift):
+    """``retarget`` walks only the subtrees that load the buffer (``loaded_buffers``); it
+    must give what rewriting every node gives, and keep the very node when the buffer is
+    not loaded."""
+    from tensortune.tir.expr import BufferLoad, IntImm
+    from tensortune.tir.functor import iter_exprs, loaded_buffers, retarget, rewrite_expr
+    from tensortune.tir.printer import stmt_str
+
+    old, new = _BUFS[which], Buffer("N", (68,), "float32")
+    assert loaded_buffers(e) == {x.buffer for x in iter_exprs(e) if isinstance(x, BufferLoad)}
+
+    def fn(i):
+        return tuple(x + IntImm(shift) for x in i)
+
+    out = Buffer("O", (64,), "float32")
+    got = retarget(BufferStore(out, (_VARS[0],), e), old, new, fn)
+    want = rewrite_expr(e, lambda x: BufferLoad(new, fn(x.indices))
+                        if isinstance(x, BufferLoad) and x.buffer is old else None)
+    assert stmt_str(got) == stmt_str(BufferStore(out, (_VARS[0],), want))
+    if old not in loaded_buffers(e):
+        assert isinstance(got, BufferStore) and got.value is e

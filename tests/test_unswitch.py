@@ -153,3 +153,50 @@ def test_many_independent_conditions_stop_early():
     f = te.create_func([x, many], name="many")
     low = lower(tt.Schedule(f).func)   # without the early stop: 2^20 copies, no end
     assert _selects_in_loops(low.body)
+
+
+def _picked_exprs():
+    """Float expressions over loads of one buffer whose selects test either ``a < 3``
+    (built afresh each time: structurally equal, not the same object) or ``b < 5``."""
+    from tensortune.tir.expr import BinOp, BufferLoad, FloatImm, IntImm, Var
+    from tensortune.tir.stmt import Buffer
+
+    a, b = Var("a"), Var("b")
+    buf = Buffer("X", (16,), "float32")
+    leaves = st.one_of(st.integers(0, 15).map(lambda i: BufferLoad(buf, (IntImm(i),))),
+                       st.floats(-2, 2, allow_nan=False).map(lambda v: FloatImm(v)))
+
+    def extend(sub):
+        cond = st.sampled_from([(a, 3), (b, 5)]).map(
+            lambda t: BinOp("<", t[0], IntImm(t[1]), "bool"))
+        return st.one_of(
+            st.tuples(sub, sub).map(lambda t: BinOp("+", t[0], t[1], "float32")),
+            st.tuples(cond, sub, sub).map(lambda t: Select(t[0], t[1], t[2], "float32")))
+
+    return st.recursive(leaves, extend, max_leaves=12), a
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), value=st.booleans())
+def test_deciding_a_condition_matches_a_rewrite_of_every_node(data, value):
+    """``_decide`` walks only the branch it keeps; it must give what the post-order
+    rewrite of every node gives."""
+    from tensortune.codegen.unswitch import _decide
+    from tensortune.tir.expr import BinOp, IntImm, structural_equal
+    from tensortune.tir.functor import rewrite_expr, rewrite_stmt
+    from tensortune.tir.printer import stmt_str
+    from tensortune.tir.stmt import Buffer, BufferStore, For
+
+    exprs, a = _picked_exprs()
+    e = data.draw(exprs)
+    cond = BinOp("<", a, IntImm(3), "bool")
+    i = tt.tir.Var("i")
+    loop = For(i, 4, BufferStore(Buffer("Y", (4,), "float32"), (i,), e))
+
+    def pick(x):
+        if isinstance(x, Select) and structural_equal(x.cond, cond):
+            return x.t if value else x.f
+        return x
+
+    want = rewrite_stmt(loop, expr_fn=lambda x: rewrite_expr(x, pick))
+    assert stmt_str(_decide(loop, cond, value)) == stmt_str(want)
