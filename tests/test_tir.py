@@ -384,25 +384,28 @@ _BUFS = [Buffer("A", (64,), "float32"), Buffer("B", (64,), "float32")]
 
 
 @settings(max_examples=200, deadline=None)
-@given(e=_float_exprs(_BUFS, _VARS), which=st.integers(0, 1), shift=st.integers(0, 3))
-def test_retarget_matches_a_rewrite_of_every_node(e, which, shift):
-    """``retarget`` walks only the subtrees that load the buffer (``loaded_buffers``); it
-    must give what rewriting every node gives, and keep the very node when the buffer is
-    not loaded."""
+@given(e=_float_exprs(_BUFS, _VARS), shifts=st.lists(st.integers(0, 3), min_size=2,
+                                                      max_size=2))
+def test_retargeting_buffers_in_one_walk_matches_one_at_a_time(e, shifts):
+    """``retarget_many`` redirects every buffer it is given in one walk: it must give what
+    retargeting them one at a time gives, and what rewriting every node gives."""
     from tensortune.tir.expr import BufferLoad, IntImm
-    from tensortune.tir.functor import iter_exprs, loaded_buffers, retarget, rewrite_expr
+    from tensortune.tir.functor import retarget, retarget_many, rewrite_expr
     from tensortune.tir.printer import stmt_str
 
-    old, new = _BUFS[which], Buffer("N", (68,), "float32")
-    assert loaded_buffers(e) == {x.buffer for x in iter_exprs(e) if isinstance(x, BufferLoad)}
+    news = [Buffer("N", (68,), "float32"), Buffer("M", (68,), "float32")]
 
-    def fn(i):
-        return tuple(x + IntImm(shift) for x in i)
+    def shifted(k):
+        return lambda i: tuple(x + IntImm(k) for x in i)
 
     out = Buffer("O", (64,), "float32")
-    got = retarget(BufferStore(out, (_VARS[0],), e), old, new, fn)
-    want = rewrite_expr(e, lambda x: BufferLoad(new, fn(x.indices))
-                        if isinstance(x, BufferLoad) and x.buffer is old else None)
+    store = BufferStore(out, (_VARS[0],), e)
+    got = retarget_many(store, {b: (n, shifted(k)) for b, n, k in zip(_BUFS, news, shifts)})
+    one = store
+    for b, n, k in zip(_BUFS, news, shifts):
+        one = retarget(one, b, n, shifted(k))
+    assert stmt_str(got) == stmt_str(one)
+    by = {b: (n, shifted(k)) for b, n, k in zip(_BUFS, news, shifts)}
+    want = rewrite_expr(e, lambda x: BufferLoad(by[x.buffer][0], by[x.buffer][1](x.indices))
+                        if isinstance(x, BufferLoad) and x.buffer in by else None)
     assert stmt_str(got) == stmt_str(BufferStore(out, (_VARS[0],), want))
-    if old not in loaded_buffers(e):
-        assert isinstance(got, BufferStore) and got.value is e

@@ -34,9 +34,10 @@ from ..tir.analysis import conjunction, conjuncts, region, union
 from ..tir.arith import Ranges, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var
 from ..tir.functor import (
+    Retarget,
     free_vars,
     iter_exprs,
-    retarget,
+    retarget_many,
     rewrite_expr,
     rewrite_stmt,
     stmt_exprs,
@@ -119,6 +120,8 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
     acc = _accesses(func.body)
     body = func.body
     root_allocs: list[Buffer] = []
+    targets: Retarget = {}
+    places: list[tuple[Buffer, Var | None]] = []
     for buf in func.alloc_buffers:
         sites = acc.get(buf)
         if not sites:
@@ -161,11 +164,13 @@ def compact_buffers(func: PrimFunc) -> PrimFunc:
         if buf.align is not None:
             shape, index = _align_rows(shape, index, *buf.align)
         new = Buffer(buf.name, tuple(shape), buf.dtype, "local" if lca else buf.scope)
-        body = retarget(body, buf, new, index)
-        if lca:
-            body = rewrite_stmt(body, stmt_fn=_allocate_at(lca[-1].var, new))
-        else:
-            body = Allocate(new, body)
+        targets[buf] = (new, index)
+        places.append((new, lca[-1].var if lca else None))
+    # Every buffer redirected in one walk, then allocated in the order found.
+    body = retarget_many(body, targets)
+    for new, at in places:
+        body = Allocate(new, body) if at is None else \
+            rewrite_stmt(body, stmt_fn=_allocate_at(at, new))
     return replace(func, body=body, alloc_buffers=tuple(root_allocs))
 
 

@@ -275,44 +275,30 @@ def blocks_in(s: Stmt) -> Iterator[Block]:
 def retarget(s: Stmt, old: object, new: object,
              idx_fn: Callable[[tuple[Expr, ...]], tuple[Expr, ...]] = lambda i: i) -> Stmt:
     """Redirect every load and store of buffer ``old`` to ``new``, mapping indices."""
+    return retarget_many(s, {old: (new, idx_fn)})
 
-    def ef(e: Expr) -> Expr:
-        return _retarget(e, old, new, idx_fn)
 
-    def sf(x: Stmt) -> Stmt | None:
-        if isinstance(x, BufferStore) and x.buffer is old:
-            return BufferStore(new, idx_fn(x.indices), x.value)  # type: ignore[arg-type]
+Retarget = dict[Any, tuple[Any, Callable[[tuple[Expr, ...]], tuple[Expr, ...]]]]
+
+
+def retarget_many(s: Stmt, targets: Retarget) -> Stmt:
+    """``retarget`` of every buffer of ``targets`` (old: (new, index function)) in one walk
+    of ``s``: lowering redirects each compacted buffer, and a walk per buffer rebuilt a
+    Winograd program's 64-load values eight times. Post-order, as buffer by buffer: an
+    index that loads a retargeted buffer is redirected before the load it indexes."""
+
+    def fn(x: Expr) -> Expr | None:
+        if isinstance(x, BufferLoad):
+            got = targets.get(x.buffer)
+            if got is not None:
+                return BufferLoad(got[0], got[1](x.indices))
         return None
 
-    return rewrite_stmt(s, expr_fn=ef, stmt_fn=sf)
+    def sf(x: Stmt) -> Stmt | None:
+        if isinstance(x, BufferStore):
+            got = targets.get(x.buffer)
+            if got is not None:
+                return BufferStore(got[0], got[1](x.indices), x.value)
+        return None
 
-
-def _retarget(x: Expr, old: object, new: object,
-              idx_fn: Callable[[tuple[Expr, ...]], tuple[Expr, ...]]) -> Expr:
-    # Only the sub-expressions that load ``old`` are walked: lowering retargets every
-    # compacted buffer in turn, and a Winograd transform's value holds 64 loads.
-    if old not in loaded_buffers(x):
-        return x
-    y = map_children(x, _retarget, old, new, idx_fn)
-    if isinstance(y, BufferLoad) and y.buffer is old:
-        return BufferLoad(new, idx_fn(y.indices))  # type: ignore[arg-type]
-    return y
-
-
-def loaded_buffers(e: Expr) -> frozenset:
-    """The buffers ``e`` loads from, kept on each node as ``free_vars`` keeps its
-    variables (nodes are immutable)."""
-    got = e.__dict__.get("_loads")
-    if got is None:
-        if type(e) in _LEAVES:
-            got = _NONE
-        else:
-            kids = [loaded_buffers(c) for c in _children(e)]
-            got = frozenset().union(*kids) if kids else _NONE
-            if isinstance(e, BufferLoad):
-                got = got | {e.buffer}
-        object.__setattr__(e, "_loads", got)
-    return got
-
-
-_NONE: frozenset = frozenset()
+    return rewrite_stmt(s, expr_fn=lambda e: rewrite_expr(e, fn), stmt_fn=sf)
