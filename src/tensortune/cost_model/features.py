@@ -28,7 +28,7 @@ from ..tir.arith import affine, flat_affine
 from ..tir.expr import BinOp, BufferLoad, Call
 from ..tir.functor import iter_exprs, walk_with_loops
 from ..tir.linear import structural_key
-from ..tir.stmt import PRAGMA_UNROLL, Allocate, BufferStore, For, ForKind, PrimFunc
+from ..tir.stmt import PRAGMA_UNROLL, Allocate, Buffer, BufferStore, For, ForKind, PrimFunc
 
 _KINDS = (ForKind.SERIAL, ForKind.PARALLEL, ForKind.VECTORIZED, ForKind.UNROLLED)
 BASE = 26
@@ -70,7 +70,8 @@ def _store_vector(st: BufferStore, path: tuple[For, ...], loads: list[BufferLoad
             _log(iters * (len(loads) + 1) * 4)]
 
 
-def _access_vector(buf, idx: tuple, path: tuple[For, ...]) -> tuple[int, list[float]]:
+def _access_vector(buf: Buffer, idx: tuple, path: tuple[For, ...]
+                   ) -> tuple[int, list[float]]:
     """An access's stride class (0 broadcast, 1 contiguous, 2 strided, 3 non-affine or
     outside every loop) along the innermost loop, and its footprint terms over the
     innermost 1, 2 and 3 loops (none for class 3)."""

@@ -283,9 +283,10 @@ Retarget = dict[Any, tuple[Any, Callable[[tuple[Expr, ...]], tuple[Expr, ...]]]]
 
 def retarget_many(s: Stmt, targets: Retarget) -> Stmt:
     """``retarget`` of every buffer of ``targets`` (old: (new, index function)) in one walk
-    of ``s``: lowering redirects each compacted buffer, and a walk per buffer rebuilt a
-    Winograd program's 64-load values eight times. Post-order, as buffer by buffer: an
-    index that loads a retargeted buffer is redirected before the load it indexes."""
+    of ``s``: lowering redirects each compacted buffer, and a walk per buffer went over
+    a Winograd program's 64-load values once per buffer (eight times). Post-order, as
+    buffer by buffer: an index that loads a retargeted buffer is redirected before the
+    load it indexes."""
 
     def fn(x: Expr) -> Expr | None:
         if isinstance(x, BufferLoad):
