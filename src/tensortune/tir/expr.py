@@ -125,6 +125,18 @@ class Expr:
 
         return expr_str(self)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # ``simplify``'s answers per ranges (``_simp``) are keyed by the ranges of the
+        # node's variables in the order of its ``free_vars`` set, which follows the
+        # variables' identities: unpickled in a draw worker the set may iterate in
+        # another order, and a key would then name other ranges (``(a * 4 + b) // 4``
+        # kept as ``a`` for a < 8, b < 4 came back as ``a`` for a < 4, b < 8 in 141 of
+        # 300 tries). So they stay in the process that found them.
+        state = self.__dict__
+        if "_simp" in state:
+            state = {k: v for k, v in state.items() if k != "_simp"}
+        return state
+
 
 ExprLike = Union[Expr, int, float, bool]
 
