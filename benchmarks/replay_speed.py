@@ -10,7 +10,9 @@ its population), then half of them mutated and replayed, with a fixed seed, so t
 versions of the code replay the same decisions; then the cost model's features of every
 drawn program are extracted (as the search scores each), then the C of the first
 ``--emit`` drawn programs is written (lowering and the emitter, as for every candidate a
-search builds). A name ``<workload>_winograd`` is that workload's Winograd form
+search builds). The collector runs with the draw workers' thresholds
+(``draw_worker.GC_THRESHOLDS``), where a search does this work; ``--default-gc`` keeps
+Python's own. A name ``<workload>_winograd`` is that workload's Winograd form
 (``search.forms``). Prints milliseconds per draw, per mutant, per feature vector and
 per C source, and a hash of the programs drawn, of the features and of the C: equal
 hashes mean the same programs, features and C. CPU seconds on a
@@ -21,6 +23,7 @@ shared host move by 10-30% from run to run; for a small difference, run it under
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import random
 import sys
@@ -34,6 +37,7 @@ from tensortune.codegen import Target  # noqa: E402
 from tensortune.cost_model import extract  # noqa: E402
 from tensortune.measure.builder import write_c  # noqa: E402
 from tensortune.rewrite.winograd import winograd  # noqa: E402
+from tensortune.search.draw_worker import GC_THRESHOLDS  # noqa: E402
 from tensortune.search.mutator import mutate  # noqa: E402
 from tensortune.search.search_strategy import SearchContext  # noqa: E402
 from tensortune.space import PostOrderApply  # noqa: E402
@@ -46,7 +50,11 @@ def main() -> None:
     ap.add_argument("--workloads", default=SUITE)
     ap.add_argument("--draws", type=int, default=100)
     ap.add_argument("--emit", type=int, default=16)
+    ap.add_argument("--default-gc", action="store_true",
+                    help="keep Python's collector thresholds instead of the draw workers'")
     args = ap.parse_args()
+    if not args.default_gc:
+        gc.set_threshold(*GC_THRESHOLDS)
     target = Target.host()
     gen = PostOrderApply.default(target)
     print("workload            ms/draw  ms/mutant  programs      ms/feat  features      "
