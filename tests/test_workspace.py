@@ -179,13 +179,19 @@ def test_the_worker_frees_a_candidates_blocks_and_keeps_the_guards(drawn, case, 
     ins, exp = case
     lib = str(tt.build(func).lib_path)
     released: list[str] = []
-    symbol = worker._symbol
+    cdll = worker.ctypes.CDLL
 
-    def spy(msg: dict, name: str):
-        fn = symbol(msg, name)
-        return None if fn is None else (lambda: released.append(name) or fn())
+    class Spy:      # the worker's library, its tt_release calls recorded
+        def __init__(self, path: str) -> None:
+            self.lib = cdll(path)
 
-    monkeypatch.setattr(worker, "_symbol", spy)
+        def __getattr__(self, name: str):
+            fn = getattr(self.lib, name)
+            if not name.startswith("tt_release"):
+                return fn
+            return lambda: released.append(name) or fn()
+
+    monkeypatch.setattr(worker.ctypes, "CDLL", Spy)
     msg = {"key": "w", "lib_path": lib, "out_specs": [(exp.shape, "float32")],
            "inputs": ins, "expected": [exp], "repeat": 1, "min_repeat_s": 1e-3,
            "flush_bytes": 0, "cutoff": None}

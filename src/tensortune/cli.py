@@ -137,10 +137,10 @@ def _show(args: argparse.Namespace) -> int:
     sch = replay(func, rec)
     source = emit_c(lower(sch.func), target)
     fp = target.fingerprint()
-    for i, (label, f, top) in enumerate(forms):
+    for i, (label, f, top) in enumerate(forms):   # the first's best is ``rec``
         print(f"# {label + ' form: ' if len(forms) > 1 else ''}best of "
               f"{db.count(f.structural_hash(), fp)} records: "
-              f"{(rec if i == 0 else top).latency * 1e3:.4f} ms{'' if i == 0 else ' (not shown)'}")
+              f"{top.latency * 1e3:.4f} ms{'' if i == 0 else ' (not shown)'}")
     if rec.source != source_hash(source):
         print("# (timed with other C than this tensortune generates for it; tt.compile "
               "times the best records again)")

@@ -45,16 +45,28 @@ def _log(x: float) -> float:
     return math.log2(1.0 + max(0.0, x))
 
 
-def _store_vector(st: BufferStore, path: tuple[For, ...], loads: list[BufferLoad],
+# Each access of a store (the store first, then its value's loads, in order): buffer,
+# indices, and a key equal for equal accesses. A value reads the same element many times
+# over (a Winograd transform's 64 loads repeat its 16 inputs), so what an access gives is
+# computed once per key, and added once per access.
+Access = tuple[Buffer, tuple, tuple[int, object]]
+
+
+def _accesses(st: BufferStore, loads: list[BufferLoad]) -> list[Access]:
+    return [(buf, idx, (id(buf), tuple([structural_key(i) for i in idx])))
+            for buf, idx in [(st.buffer, st.indices)] + [(x.buffer, x.indices) for x in loads]]
+
+
+def _store_vector(st: BufferStore, path: tuple[For, ...], accesses: list[Access],
                   ops: int, calls: int) -> list[float]:
+    loads = len(accesses) - 1   # the value's loads
     iters = math.prod(lp.extent for lp in path) if path else 1
     by_kind = [math.prod(lp.extent for lp in path if lp.kind == k) for k in _KINDS]
     inner = path[-1] if path else None
     strides = [0.0, 0.0, 0.0, 0.0]  # broadcast, contiguous, strided, non-affine
     footprint = [0.0, 0.0, 0.0]
     seen: dict[tuple[int, object], tuple[int, list[float]]] = {}
-    for buf, idx in [(st.buffer, st.indices)] + [(x.buffer, x.indices) for x in loads]:
-        key = (id(buf), tuple([structural_key(i) for i in idx]))
+    for buf, idx, key in accesses:
         got = seen.get(key)
         if got is None:
             got = seen[key] = _access_vector(buf, idx, path)
@@ -64,10 +76,10 @@ def _store_vector(st: BufferStore, path: tuple[For, ...], loads: list[BufferLoad
     pragma = inner.annotation(PRAGMA_UNROLL, 0) if inner is not None else 0
     kind = [1.0 if inner is not None and inner.kind == k else 0.0 for k in _KINDS]
     return [_log(iters), *[_log(x) for x in by_kind], _log(inner.extent if inner else 1),
-            *kind, float(ops), float(calls), _log(iters * (ops + calls)), float(len(loads)),
+            *kind, float(ops), float(calls), _log(iters * (ops + calls)), float(loads),
             *strides, *footprint, 1.0 if st.buffer.scope == "local" else 0.0,
             float(len(path)), _log(float(pragma or 0)), _log(st.buffer.size * 4),
-            _log(iters * (len(loads) + 1) * 4)]
+            _log(iters * (loads + 1) * 4)]
 
 
 def _access_vector(buf: Buffer, idx: tuple, path: tuple[For, ...]
@@ -114,7 +126,7 @@ def _spans(buf_shape: tuple[int, ...], idx: tuple, path: tuple[For, ...]) -> lis
     return out
 
 
-def _memory_vector(st: BufferStore, loads: list[BufferLoad], path: tuple[For, ...],
+def _memory_vector(st: BufferStore, accesses: list[Access], path: tuple[For, ...],
                    caches: tuple[int, ...], cores: int, ops: int) -> list[float]:
     """How the store's accesses use the memory hierarchy and the registers.
 
@@ -132,13 +144,9 @@ def _memory_vector(st: BufferStore, loads: list[BufferLoad], path: tuple[For, ..
       0.75; no parallel loop: 1 / cores).
     """
     n = len(path)
-    accesses = [(st.buffer, st.indices)] + [(x.buffer, x.indices) for x in loads]
     per = []
-    # A value reads the same element many times over (a Winograd transform's 64 loads
-    # repeat its 16 inputs): each access is counted, its spans computed once.
     seen: dict[tuple[int, object], list[int]] = {}
-    for buf, idx in accesses:
-        key = (id(buf), tuple([structural_key(i) for i in idx]))
+    for buf, idx, key in accesses:
         row = seen.get(key)
         if row is None:
             sp = _spans(tuple(buf.shape), tuple(idx), path)
@@ -194,8 +202,9 @@ def _rows(func: PrimFunc) -> tuple[np.ndarray, list[int]]:
                     ops += x.dtype.startswith("float")
                 elif isinstance(x, Call):
                     calls += 1
-            stores.append(_store_vector(st, path, loads, ops, calls)
-                          + _memory_vector(st, loads, path, caches, cores, ops))
+            acc = _accesses(st, loads)
+            stores.append(_store_vector(st, path, acc, ops, calls)
+                          + _memory_vector(st, acc, path, caches, cores, ops))
     return np.asarray(stores, dtype=np.float64).reshape(-1, PER_STORE), allocs
 
 

@@ -46,36 +46,27 @@ def run_one(msg: dict, cache: dict) -> dict:
     ``keep`` (``LocalRunner.probe``: the load guard's reference) keeps them: its readings
     are taken without a call of their own, and one that faulted its buffers in again
     would read slow."""
-    try:
-        return _run_one(msg, cache)
-    finally:
-        release = None if msg.get("keep") else _symbol(msg, "tt_release")
-        if release is not None:
-            release()
-
-
-def _symbol(msg: dict, name: str) -> Any:
-    """``name`` in the library ``msg`` names (with its suffix), None if there is none."""
-    try:
-        return getattr(ctypes.CDLL(msg["lib_path"]), name + msg.get("suffix", ""))
-    except (OSError, AttributeError):
-        return None
-
-
-def _run_one(msg: dict, cache: dict) -> dict:
-    from ..kernel import aligned_empty
-    from ..reference import CheckError, check_close
-
-    key = msg["key"]
-    if msg.get("inputs") is not None:
-        cache[key] = (msg["inputs"], msg["expected"])
-    inputs, expected = cache[key]
+    if msg.get("inputs") is not None:   # kept first: a later message of the key has none
+        cache[msg["key"]] = (msg["inputs"], msg["expected"])
     suffix = msg.get("suffix", "")
     try:
         lib = ctypes.CDLL(msg["lib_path"])
         fn = getattr(lib, "tt_packed" + suffix)
     except (OSError, AttributeError) as e:
         return {"error_kind": "load", "error_msg": str(e)}
+    try:
+        return _run_one(msg, cache, lib, fn, suffix)
+    finally:
+        release = None if msg.get("keep") else getattr(lib, "tt_release" + suffix, None)
+        if release is not None:
+            release()
+
+
+def _run_one(msg: dict, cache: dict, lib: Any, fn: Any, suffix: str) -> dict:
+    from ..kernel import aligned_empty
+    from ..reference import CheckError, check_close
+
+    inputs, expected = cache[msg["key"]]
     outs = []
     for shape, dtype in msg["out_specs"]:
         o = aligned_empty(tuple(shape), dtype)

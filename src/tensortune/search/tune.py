@@ -211,11 +211,13 @@ def stored_forms(func: PrimFunc, db: Database, target: Target
         >>> [(label, rec.latency) for label, _, rec in stored_forms(f, db, t) if rec]
     """
     fp = target.fingerprint()
-    direct = rewritten_form(func, target.lanes("float32"))
-    if direct is None or not db.top_k(direct.structural_hash(), fp, 1):
-        direct = func
-    out = []
-    for label, form in [("direct", direct), *algorithm_forms(func)]:
+    new = rewritten_form(func, target.lanes("float32"))
+    top = db.top_k(new.structural_hash(), fp, 1) if new is not None else []
+    direct = new if new is not None and top else func
+    if not top:
+        top = db.top_k(func.structural_hash(), fp, 1)
+    out = [("direct", direct, top[0] if top else None)]
+    for label, form in algorithm_forms(func):
         top = db.top_k(form.structural_hash(), fp, 1)
         out.append((label, form, top[0] if top else None))
     return out
