@@ -10,7 +10,7 @@ transformed input (tiles x channels) and the transformed filter (channels x outp
 channels), the part the schedule space tiles like a GEMM. The stages::
 
     xt[n, h, w, c]           = X[n, c, h, w]                 (channels innermost)
-    wt[r, s, c, k]           = W[k, c, r, s]                 (output channels innermost)
+    wt[c, r, s, k]           = W[k, c, r, s]                 (output channels innermost)
     U[e, v, c, k]            = (G  wt[:, :, c, k]  G^T)[e, v]  (filter transform)
     V[e, v, n, th, tw, c]    = (B^T d B)[e, v],  d = xt[n, 2th:2th+4, 2tw:2tw+4, c]
     M[e, v, n, th, tw, k]    = sum_c V[e, v, n, th, tw, c] * U[e, v, c, k]
@@ -148,9 +148,12 @@ def _stages(xin: Tensor, win: Tensor, shape: tuple[int, ...], name: str) -> Tens
     C = win.shape[1]
     TH, TW = H // 2, W // 2
     xt = te.compute((N, H + 2, W + 2, C), lambda n, h, w, c: xin[n, c, h, w], name="wino_xt")
-    wt = te.compute((3, 3, C, K), lambda r, s, c, k: win[k, c, r, s], name="wino_wt")
+    # Channel-major, so a copy that walks it in order reads each filter's 3x3 row of W
+    # once (laid out [3, 3, C, K], each of the nine planes re-read all of W: 39 of a
+    # 343 us CONVLAYER kernel, RESULTS.md).
+    wt = te.compute((C, 3, 3, K), lambda c, r, s, k: win[k, c, r, s], name="wino_wt")
     U = te.compute((4, 4, C, K), lambda e, v, c, k: _table(e, v, 4, 4, lambda a, b: _lin(
-        [(G[a][r] * G[b][s], wt[r, s, c, k]) for r in range(3) for s in range(3)])),
+        [(G[a][r] * G[b][s], wt[c, r, s, k]) for r in range(3) for s in range(3)])),
         name="wino_U")
     V = te.compute((4, 4, N, TH, TW, C), lambda e, v, n, th, tw, c: _table(
         e, v, 4, 4, lambda a, b: _lin(
