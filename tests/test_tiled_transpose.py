@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import tensortune as tt
 from tensortune import te
 from tensortune.space import PostOrderApply, TiledTranspose
+from tensortune.space.space_generator import sample
 
 TARGET = tt.Target.host()
 LANES = TARGET.lanes("float32")
@@ -52,6 +53,52 @@ def test_broadcasts_reductions_and_partial_vectors_are_left_alone():
        seed=st.integers(0, 1000))
 def test_draws_of_the_blocked_space_are_exact(B, m, n, scale, seed):
     f = _transpose(B, m * LANES, n * LANES, scale)
+    spaces = PostOrderApply.default(TARGET).generate(f)
+    assert len(spaces) == 2
+    assert exact_draws(f, spaces[1], seed)
+
+
+def _filter_copy(C: int, K: int, scale: bool = False):
+    """Winograd's filter copy: T[c, r, s, k] = W[k, c, r, s], its input's last axis 3."""
+    W = te.placeholder((K, C, 3, 3), name="W")
+    if scale:
+        T = te.compute((C, 3, 3, K), lambda c, r, s, k: W[k, c, r, s] * 2.0, name="T")
+    else:
+        T = te.compute((C, 3, 3, K), lambda c, r, s, k: W[k, c, r, s], name="T")
+    return te.create_func([W, T], name="filter_copy")
+
+
+def test_a_short_last_axis_is_fused_with_the_axes_before_it():
+    """W's last axis (3) is no whole vector: c, r and s are fused (C * 9 elements in a
+    row of W) and walked in blocks, and the code generator transposes them in
+    registers (a plain copy's, ``codegen.gather``); where the fused axes are not
+    consecutive in memory nothing is forked."""
+    from tensortune.measure.builder import write_c
+
+    f = _filter_copy(2 * LANES, 2 * LANES)
+    sch = tt.Schedule(f)
+    got = TiledTranspose(lanes=LANES).apply(sch, sch.get_block("T"))
+    assert len(got) == 2
+    loops = [got[1].get(lp) for lp in got[1].get_loops(got[1].get_block("T"))]
+    assert [lp.extent for lp in loops] == [18, 2, LANES, LANES]
+    assert loops[-1].var.name.startswith("k")
+    gen = PostOrderApply.default(TARGET)
+    drawn = sample(f, gen.generate(f)[1], 0, gen.postprocs)
+    assert drawn is not None
+    source, error = write_c(lambda: drawn.func, TARGET)
+    assert error is None and "tt_zip1" in source
+    # T[s, r, c, k] = W[k, c, r, s]: s, r, c are not W's order, so no run is contiguous.
+    W = te.placeholder((2 * LANES, 2 * LANES, 3, 3), name="W")
+    T = te.compute((3, 3, 2 * LANES, 2 * LANES), lambda s, r, c, k: W[k, c, r, s], name="T")
+    sch = tt.Schedule(te.create_func([W, T], name="crossed"))
+    assert len(TiledTranspose(lanes=LANES).apply(sch, sch.get_block("T"))) == 1
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(c=st.integers(1, 3), k=st.integers(2, 3), scale=st.booleans(),
+       seed=st.integers(0, 1000))
+def test_draws_of_a_fused_blocked_space_are_exact(c, k, scale, seed):
+    f = _filter_copy(c * LANES, k * LANES, scale)
     spaces = PostOrderApply.default(TARGET).generate(f)
     assert len(spaces) == 2
     assert exact_draws(f, spaces[1], seed)

@@ -386,6 +386,41 @@ def test_a_quotient_and_remainder_pair_merges_and_keeps_its_value(x, rest, c, k,
         assert "%" not in str(got)
 
 
+@settings(max_examples=120, deadline=None)
+@given(x=_int_exprs(_VARS), rest=_int_exprs(_VARS), b=st.sampled_from([2, 3, 4]),
+       c=st.sampled_from([2, 3, 7]), k=st.sampled_from([1, 2, -3, 128]),
+       order=st.permutations(range(4)), seed=st.integers(0, 2**16))
+def test_nested_quotients_and_remainders_merge_and_keep_their_value(x, rest, b, c, k, order,
+                                                                    seed):
+    """Three loops fused index ``x // (b*c) * (k*b*c) + x // c % b * (k*c) + x % c * k``:
+    in any order among other terms it becomes ``x * k`` (``x // c // b`` is ``x // (b*c)``),
+    with the same value on random points, negative ones included (floor division)."""
+    from tensortune.tir.arith import evaluate_grid
+    from tensortune.tir.expr import BinOp, IntImm
+
+    def times(e, coef: int) -> BinOp:
+        return BinOp("*", e, IntImm(coef), "int32")
+
+    def op(o: str, e, d: int) -> BinOp:
+        return BinOp(o, e, IntImm(d), "int32")
+
+    parts = [times(op("//", x, b * c), k * b * c), times(op("%", op("//", x, c), b), k * c),
+             times(op("%", x, c), k), rest]
+    e = parts[order[0]]
+    for i in order[1:]:
+        e = BinOp("+", e, parts[i], "int32")
+    got = simplify(e)
+    rng = np.random.default_rng(seed)
+    env = {v: rng.integers(-60, 90, 64) for v in _VARS}
+    before, after = evaluate_grid(e, env), evaluate_grid(got, env)
+    assert before is not None and after is not None
+    assert np.array_equal(np.broadcast_to(before, (64,)), np.broadcast_to(after, (64,)))
+    # A fused loop's variable (other x may simplify inside the pairs first, a + a to a * 2,
+    # and leave no pair to merge).
+    if isinstance(x, Var) and all(o not in str(rest) for o in ("%", "//")):
+        assert "%" not in str(got) and "//" not in str(got)
+
+
 def _float_exprs(bufs, vars_):
     """Float expressions over loads of ``bufs`` (integer index trees) and constants."""
     from tensortune.tir.expr import BinOp, BufferLoad, FloatImm, Select

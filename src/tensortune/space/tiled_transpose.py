@@ -26,8 +26,8 @@ Example:
 from __future__ import annotations
 
 from ..errors import ScheduleError
-from ..schedule import BlockRV, Schedule
-from ..tir.expr import BufferLoad, Var
+from ..schedule import BlockRV, LoopRV, Schedule
+from ..tir.expr import BufferLoad, Expr, Var
 from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Block, BufferStore
 from .schedule_rule import ScheduleRule, loop_binding, loop_kinds
@@ -39,23 +39,27 @@ class TiledTranspose(ScheduleRule):
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         blk = sch.get(block)
-        pair = crossed_axes(blk)
-        if pair is None:
+        load = crossed_load(blk)
+        if load is None:
             return [sch]
+        store = blk.body
+        assert isinstance(store, BufferStore)
         kinds = loop_kinds(sch, block)
-        out_lp, in_lp = (loop_binding(sch, kinds, blk, v) for v in pair)
-        if out_lp is None or in_lp is None or any(
-                sch.get(lp).extent % self.lanes or sch.get(lp).extent < 2 * self.lanes
-                for lp in (out_lp, in_lp)):
+        out_run = self._run(sch, kinds, blk, store.indices, store.buffer.shape)
+        in_run = self._run(sch, kinds, blk, load.indices, load.buffer.shape)
+        if out_run is None or in_run is None or set(out_run) & set(in_run):
             return [sch]
         order = [lp for lp, _ in kinds]
-        lo, hi = sorted((out_lp, in_lp), key=order.index)
+        out_first = order.index(out_run[0]) < order.index(in_run[0])
         forked = sch.copy()   # it keeps this schedule's loop handles
         try:
+            out_lp, in_lp = (run[0] if len(run) == 1 else forked.fuse(*run)
+                             for run in (out_run, in_run))
+            lo, hi = (out_lp, in_lp) if out_first else (in_lp, out_lp)
             # Split the inner one first: splitting the outer one leaves it in place.
             hi_o, hi_i = forked.split(hi, [None, self.lanes])
             lo_o, lo_i = forked.split(lo, [None, self.lanes])
-            out_i, in_i = (lo_i, hi_i) if out_lp is lo else (hi_i, lo_i)
+            out_i, in_i = (lo_i, hi_i) if out_first else (hi_i, lo_i)
             # The outer loop of the two first, then the block's loops, the output's row
             # (the lanes) innermost.
             forked.reorder(lo_o, hi_o, in_i, out_i)
@@ -63,10 +67,50 @@ class TiledTranspose(ScheduleRule):
             return [sch]
         return [sch, forked]
 
+    def _run(self, sch: Schedule, kinds: list[tuple[LoopRV, str]], blk: Block,
+             indices: tuple[Expr, ...], shape: tuple[int, ...]) -> list[LoopRV] | None:
+        """The loops to fuse into one that walks a buffer's last dimension (``indices``
+        its access, each a variable): the loop of the last index, and while that is not
+        a whole number of vectors (two or more), the loop just outside it when that one
+        binds the index before and the inner dimensions are walked whole, so the fused
+        loop walks consecutive elements (Winograd's filter copy reads W[k, c, r, s] along
+        c, r and s together, 1152 floats, where s alone is 3). None if no run reaches
+        whole vectors."""
+        ivars = {iv.var for iv in blk.iter_vars}
+        order = [lp for lp, _ in kinds]
+        dim = len(indices) - 1
+        lp = loop_binding(sch, kinds, blk, indices[dim])  # type: ignore[arg-type]
+        if lp is None:
+            return None
+        run, extent = [lp], sch.get(lp).extent
+        while extent % self.lanes or extent < 2 * self.lanes:
+            if dim == 0 or shape[dim] != sch.get(run[0]).extent:
+                return None
+            dim -= 1
+            prev = indices[dim]
+            outer = loop_binding(sch, kinds, blk, prev) \
+                if isinstance(prev, Var) and prev in ivars else None
+            at = order.index(run[0])
+            if outer is None or at == 0 or order[at - 1] is not outer:
+                return None
+            run.insert(0, outer)
+            extent *= sch.get(outer).extent
+        return run
+
 
 def crossed_axes(blk: Block) -> tuple[Var, Var] | None:
     """(the output's last index, an input's last index) when both are iteration
     variables of ``blk`` and differ; None otherwise or for a reduction."""
+    ld = crossed_load(blk)
+    if ld is None:
+        return None
+    store = blk.body
+    assert isinstance(store, BufferStore)
+    return store.indices[-1], ld.indices[-1]  # type: ignore[return-value]
+
+
+def crossed_load(blk: Block) -> BufferLoad | None:
+    """The first load of ``blk`` that reads across its output's row (``crossed_axes``)."""
     store = blk.body
     if blk.init is not None or blk.is_reduction or not isinstance(store, BufferStore) or \
             not store.indices:
@@ -82,5 +126,5 @@ def crossed_axes(blk: Block) -> tuple[Var, Var] | None:
         # broadcast, softmax's rowmax[i] under Y[i, n], is no transpose).
         if isinstance(last, Var) and last in ivars and last is not out and \
                 any(out in free_vars(ix) for ix in ld.indices[:-1]):
-            return out, last
+            return ld
     return None

@@ -10,6 +10,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 from .expr import BinOp, Expr, IntImm, Var, as_int, is_float
 from .functor import free_vars
 
@@ -86,20 +88,34 @@ def merge_divmod(lin: Linear) -> Linear | None:
     """``lin`` with each ``x // c * (k * c) + x % c * k`` made ``x * k`` (floor or truncated
     division alike), None when it holds no such pair. A loop fused and split back indexes
     a buffer so (the stride-phase copy's ``o // 2 * 2 + o % 2``), and the vector code
-    generator sees a contiguous access only in the merged form.
+    generator sees a contiguous access only in the merged form. Pairs are merged until
+    none is left, and ``x // b // c`` is taken as ``x // (b * c)`` (both positive): three
+    loops fused index ``f // 9 * 9 + f // 3 % 3 * 3 + f % 3``, which is ``f``.
 
     Example:
         >>> simplify(f // 7 * 14 + f % 7 * 2 + 1)        # f * 2 + 1 (arith.simplify)
     """
+    out = None
+    while (merged := _merge_pairs(lin if out is None else out)) is not None:
+        out = merged
+    return out
+
+
+def _merge_pairs(lin: Linear) -> Linear | None:
+    """One pass of ``merge_divmod``."""
     terms, const = lin
     out = None
     for key, (m, _) in terms.items():
-        if not (isinstance(m, BinOp) and m.op == "%" and (c := as_int(m.b)) is not None):
+        if not (isinstance(m, BinOp) and m.op == "%" and (c := as_int(m.b)) is not None
+                and c > 0):
             continue
-        dkey = structural_key(BinOp("//", m.a, m.b, m.dtype))
         cur = terms if out is None else out
         k = cur.get(key, (None, 0))[1]
-        if not k or cur.get(dkey, (None, 0))[1] != k * c:
+        if not k:
+            continue
+        dkey = next((dk for dk in _quotient_keys(m.a, m.b, c, m.dtype)
+                     if cur.get(dk, (None, 0))[1] == k * c), None)
+        if dkey is None:
             continue
         inner = linear(m.a)
         if inner is None:
@@ -112,3 +128,12 @@ def merge_divmod(lin: Linear) -> Linear | None:
     if out is None:
         return None
     return {key: t for key, t in out.items() if t[1]}, const
+
+
+def _quotient_keys(x: Expr, d: Expr, c: int, dtype: str) -> list[Any]:
+    """The keys of ``x // c`` as a term may be written: that, and for ``x = a // b`` (b
+    positive) ``a // (b * c)``, the same value."""
+    keys = [structural_key(BinOp("//", x, d, dtype))]
+    if isinstance(x, BinOp) and x.op == "//" and (b := as_int(x.b)) is not None and b > 0:
+        keys.append(structural_key(BinOp("//", x.a, IntImm(b * c, x.b.dtype), dtype)))
+    return keys
