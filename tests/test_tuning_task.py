@@ -228,3 +228,34 @@ def test_batches_double_once_double_after_trials_are_measured(tmp_path, monkeypa
     # Each batch measured in full (the small GMM's space is far from spent), so the
     # sizes asked for are those of the schedule: 4s to 8 trials, then 8s, then the rest.
     assert asked == ([4, 4, 8, 6] if double_after else [4, 4, 4, 4, 4, 2])
+
+
+def test_a_candidate_whose_c_is_over_the_size_limit_is_a_recorded_error(tmp_path,
+                                                                         monkeypatch):
+    """C longer than ``SEARCH_SOURCE_LIMIT`` is not compiled: the candidate is stored as a
+    codegen error that names the limit, and the search goes on to its next candidates
+    (here every one, with the limit at 2 KB; GMM's sources are 8-20 KB). The draw
+    workers' ``emit_one`` applies the same limit."""
+    import tensortune.search.draw_pool as draw_pool
+    import tensortune.search.tuning_task as tuning_task
+    from tensortune.measure.builder import write_c
+
+    f = FUNCS["gmm"]
+    sch = tt.Schedule(f)
+    source, error = write_c(lambda: sch.func, tt.Target.host())
+    assert error is None and len(source) > 2048
+    assert write_c(lambda: sch.func, tt.Target.host(), len(source))[0] == source
+    cut, why = write_c(lambda: sch.func, tt.Target.host(), len(source) - 1)
+    assert cut is None and "SEARCH_SOURCE_LIMIT" in why
+
+    monkeypatch.setattr(tuning_task, "SEARCH_SOURCE_LIMIT", 2048)
+    db = Database(tmp_path / "t.db")
+    res = tt.tune(f, trials=4, database=db, strategy="replay", seed=0, draw_workers=0,
+                  retime_top=0)
+    recs = db.records(res.func.structural_hash(), tt.Target.host().fingerprint())
+    assert res.trials == 4 and res.errors == 4 and len(recs) == 4
+    assert all(r.error_kind == "codegen" and "SEARCH_SOURCE_LIMIT" in r.error_msg
+               for r in recs)
+    monkeypatch.setattr(draw_pool, "SEARCH_SOURCE_LIMIT", 2048)
+    written = draw_pool.emit_one(res.func, [], [], recs[0].trace, tt.Target.host(), None)
+    assert written[0] is None and "SEARCH_SOURCE_LIMIT" in written[1]

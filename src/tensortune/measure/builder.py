@@ -72,10 +72,21 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
-def write_c(program: Callable[[], PrimFunc], target: Target) -> tuple[str | None, str | None]:
+# The most bytes of C a search compiles for one candidate. Random Winograd draws of
+# CONVLAYER and C2D wrote 42-295 KB, the suite's other draws up to 108 KB; four mutants of
+# one CONVLAYER search wrote 3.6-4.1 MB (unswitched copies inside unrolled loops), took
+# gcc about 50 CPU-seconds each (0.3-0.5 s for the usual Winograd program) and ran 31-46x
+# slower than the run's best (RESULTS.md). A bigger source is a recorded error instead.
+SEARCH_SOURCE_LIMIT = 1 << 20
+
+
+def write_c(program: Callable[[], PrimFunc], target: Target, limit: int | None = None
+            ) -> tuple[str | None, str | None]:
     """The C of the function ``program`` makes (a replay, or one at hand), verified,
     lowered and emitted for ``target``; or None and why not. A failing candidate is a
     value, for the builder and for the search's draw workers (``DrawPool.emit``) alike.
+    With ``limit``, C longer than that many bytes is such a failure (the search passes
+    ``SEARCH_SOURCE_LIMIT``).
 
     Example:
         >>> source, error = write_c(lambda: sch.func, Target.host())
@@ -83,9 +94,15 @@ def write_c(program: Callable[[], PrimFunc], target: Target) -> tuple[str | None
     try:
         func = program()
         verify(func)
-        return emit_c(lower(func), target), None
+        source = emit_c(lower(func), target)
     except Exception as e:  # noqa: BLE001 - a failing candidate is a value
         return None, f"{type(e).__name__}: {e}"
+    if limit is not None and len(source) > limit:
+        return None, (f"the C source is {len(source) / 2**20:.1f} MiB, over the "
+                      f"{limit / 2**20:.1f} MiB a searched candidate may have: gcc would "
+                      f"take tens of seconds on it (SEARCH_SOURCE_LIMIT in "
+                      f"tensortune.measure.builder)")
+    return source, None
 
 
 # The most given sources a tuning run's builder compiles as one unit (``share``). Four:
