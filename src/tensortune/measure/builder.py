@@ -102,7 +102,7 @@ def write_c(program: Callable[[], PrimFunc], target: Target, limit: int | None =
     if limit is not None and len(source) > limit:
         return None, (f"the C source is {len(source) / 2**20:.1f} MiB, over the "
                       f"{limit / 2**20:.1f} MiB a searched candidate may have: gcc would "
-                      f"take tens of seconds on it (SEARCH_SOURCE_LIMIT in "
+                      f"take many seconds on it (SEARCH_SOURCE_LIMIT in "
                       f"tensortune.measure.builder)")
     return source, None
 

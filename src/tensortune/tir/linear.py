@@ -106,8 +106,7 @@ def _merge_pairs(lin: Linear) -> Linear | None:
     terms, const = lin
     out = None
     for key, (m, _) in terms.items():
-        if not (isinstance(m, BinOp) and m.op == "%" and (c := as_int(m.b)) is not None
-                and c > 0):
+        if not (isinstance(m, BinOp) and m.op == "%" and (c := as_int(m.b)) is not None):
             continue
         cur = terms if out is None else out
         k = cur.get(key, (None, 0))[1]
@@ -131,9 +130,10 @@ def _merge_pairs(lin: Linear) -> Linear | None:
 
 
 def _quotient_keys(x: Expr, d: Expr, c: int, dtype: str) -> list[Any]:
-    """The keys of ``x // c`` as a term may be written: that, and for ``x = a // b`` (b
-    positive) ``a // (b * c)``, the same value."""
+    """The keys of ``x // c`` as a term may be written: that, and for ``x = a // b`` (b and
+    c positive) ``a // (b * c)``, the same value."""
     keys = [structural_key(BinOp("//", x, d, dtype))]
-    if isinstance(x, BinOp) and x.op == "//" and (b := as_int(x.b)) is not None and b > 0:
+    if c > 0 and isinstance(x, BinOp) and x.op == "//" and (b := as_int(x.b)) is not None \
+            and b > 0:
         keys.append(structural_key(BinOp("//", x.a, IntImm(b * c, x.b.dtype), dtype)))
     return keys
