@@ -354,6 +354,24 @@ def test_an_unpickled_expression_is_simplified_for_its_own_ranges():
     assert orders == {True, False}    # both orders met: the test saw the hazard
 
 
+def _summed_and_simplified(parts, order, seed):
+    """``simplify`` of the sum of ``parts`` in ``order``, checked to keep its value on 64
+    random points (negative ones included)."""
+    from tensortune.tir.arith import evaluate_grid
+    from tensortune.tir.expr import BinOp
+
+    e = parts[order[0]]
+    for i in order[1:]:
+        e = BinOp("+", e, parts[i], "int32")
+    got = simplify(e)
+    rng = np.random.default_rng(seed)
+    env = {v: rng.integers(-60, 90, 64) for v in _VARS}
+    before, after = evaluate_grid(e, env), evaluate_grid(got, env)
+    assert before is not None and after is not None
+    assert np.array_equal(np.broadcast_to(before, (64,)), np.broadcast_to(after, (64,)))
+    return got
+
+
 @settings(max_examples=150, deadline=None)
 @given(x=_int_exprs(_VARS), rest=_int_exprs(_VARS), c=st.sampled_from([2, 3, 7, 16]),
        k=st.sampled_from([1, 2, -3, 56]), order=st.permutations(range(3)),
@@ -363,22 +381,13 @@ def test_a_quotient_and_remainder_pair_merges_and_keeps_its_value(x, rest, c, k,
     """``x // c * (k * c) + x % c * k`` (in any order among other terms) becomes ``x * k``:
     no ``x % c`` is left, and the value is the same on random points, negative ones
     included (floor division)."""
-    from tensortune.tir.arith import evaluate_grid
     from tensortune.tir.expr import BinOp, IntImm
 
     def term(op: str, coef: int) -> BinOp:
         return BinOp("*", BinOp(op, x, IntImm(c), "int32"), IntImm(coef), "int32")
 
     parts = [term("//", k * c), term("%", k), rest]
-    e = parts[order[0]]
-    for i in order[1:]:
-        e = BinOp("+", e, parts[i], "int32")
-    got = simplify(e)
-    rng = np.random.default_rng(seed)
-    env = {v: rng.integers(-40, 70, 64) for v in _VARS}
-    before, after = evaluate_grid(e, env), evaluate_grid(got, env)
-    assert before is not None and after is not None
-    assert np.array_equal(np.broadcast_to(before, (64,)), np.broadcast_to(after, (64,)))
+    got = _summed_and_simplified(parts, order, seed)
     # The merge takes a pair whose quotient term is exactly k * c times x // c: a rest
     # with a quotient of its own (``b // 2``, adding to the pair's) is left as it is.
     if "%" not in str(rest) and "//" not in str(rest) and "//" not in str(x) \
@@ -395,7 +404,6 @@ def test_nested_quotients_and_remainders_merge_and_keep_their_value(x, rest, b, 
     """Three loops fused index ``x // (b*c) * (k*b*c) + x // c % b * (k*c) + x % c * k``:
     in any order among other terms it becomes ``x * k`` (``x // c // b`` is ``x // (b*c)``),
     with the same value on random points, negative ones included (floor division)."""
-    from tensortune.tir.arith import evaluate_grid
     from tensortune.tir.expr import BinOp, IntImm
 
     def times(e, coef: int) -> BinOp:
@@ -406,15 +414,7 @@ def test_nested_quotients_and_remainders_merge_and_keep_their_value(x, rest, b, 
 
     parts = [times(op("//", x, b * c), k * b * c), times(op("%", op("//", x, c), b), k * c),
              times(op("%", x, c), k), rest]
-    e = parts[order[0]]
-    for i in order[1:]:
-        e = BinOp("+", e, parts[i], "int32")
-    got = simplify(e)
-    rng = np.random.default_rng(seed)
-    env = {v: rng.integers(-60, 90, 64) for v in _VARS}
-    before, after = evaluate_grid(e, env), evaluate_grid(got, env)
-    assert before is not None and after is not None
-    assert np.array_equal(np.broadcast_to(before, (64,)), np.broadcast_to(after, (64,)))
+    got = _summed_and_simplified(parts, order, seed)
     # A fused loop's variable (other x may simplify inside the pairs first, a + a to a * 2,
     # and leave no pair to merge).
     if isinstance(x, Var) and all(o not in str(rest) for o in ("%", "//")):
