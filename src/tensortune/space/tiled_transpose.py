@@ -49,11 +49,11 @@ class TiledTranspose(ScheduleRule):
         store = blk.body
         assert isinstance(store, BufferStore)
         kinds = loop_kinds(sch, block)
-        out_run = self._run(sch, kinds, blk, store.indices, store.buffer.shape)
-        in_run = self._run(sch, kinds, blk, load.indices, load.buffer.shape)
+        order = [lp for lp, _ in kinds]
+        out_run = self._run(sch, kinds, order, blk, store.indices, store.buffer.shape)
+        in_run = self._run(sch, kinds, order, blk, load.indices, load.buffer.shape)
         if out_run is None or in_run is None or set(out_run) & set(in_run):
             return [sch]
-        order = [lp for lp, _ in kinds]
         out_first = order.index(out_run[0]) < order.index(in_run[0])
         forked = sch.copy()   # it keeps this schedule's loop handles
         try:
@@ -71,17 +71,17 @@ class TiledTranspose(ScheduleRule):
             return [sch]
         return [sch, forked]
 
-    def _run(self, sch: Schedule, kinds: list[tuple[LoopRV, str]], blk: Block,
-             indices: tuple[Expr, ...], shape: tuple[int, ...]) -> list[LoopRV] | None:
+    def _run(self, sch: Schedule, kinds: list[tuple[LoopRV, str]], order: list[LoopRV],
+             blk: Block, indices: tuple[Expr, ...], shape: tuple[int, ...]
+             ) -> list[LoopRV] | None:
         """The loops to fuse into one that walks a buffer's last dimension (``indices``
         its access, each a variable): the loop of the last index, and while that is not
         a whole number of vectors (two or more), the loop just outside it when that one
         binds the index before and the inner dimensions are walked whole, so the fused
         loop walks consecutive elements (Winograd's filter copy reads W[k, c, r, s] along
         c, r and s together, 1152 floats, where s alone is 3). None if no run reaches
-        whole vectors."""
+        whole vectors. ``order`` is ``kinds``' loops."""
         ivars = {iv.var for iv in blk.iter_vars}
-        order = [lp for lp, _ in kinds]
         dim = len(indices) - 1
         lp = loop_binding(sch, kinds, blk, indices[dim])  # type: ignore[arg-type]
         if lp is None:

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from .expr import BinOp, Expr, IntImm, Var, as_int, is_float
@@ -129,11 +130,10 @@ def _merge_pairs(lin: Linear) -> Linear | None:
     return {key: t for key, t in out.items() if t[1]}, const
 
 
-def _quotient_keys(x: Expr, d: Expr, c: int, dtype: str) -> list[Any]:
-    """The keys of ``x // c`` as a term may be written: that, and for ``x = a // b`` (b and
-    c positive) ``a // (b * c)``, the same value."""
-    keys = [structural_key(BinOp("//", x, d, dtype))]
+def _quotient_keys(x: Expr, d: Expr, c: int, dtype: str) -> Iterator[Any]:
+    """The keys of ``x // c`` as a term may be written: that, then (asked only when it is
+    absent) for ``x = a // b`` with b and c positive ``a // (b * c)``, the same value."""
+    yield structural_key(BinOp("//", x, d, dtype))
     if c > 0 and isinstance(x, BinOp) and x.op == "//" and (b := as_int(x.b)) is not None \
             and b > 0:
-        keys.append(structural_key(BinOp("//", x.a, IntImm(b * c, x.b.dtype), dtype)))
-    return keys
+        yield structural_key(BinOp("//", x.a, IntImm(b * c, x.b.dtype), dtype))
