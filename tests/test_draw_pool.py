@@ -48,6 +48,9 @@ def test_a_pool_proposes_the_programs_drawn_here(make):
     here = _propose(make(), None, 11, 8)
     with DrawPool(FUNC, SPACES, GEN.postprocs, workers=2) as pool:
         there = _propose(make(), pool, 11, 8)
+        procs = list(pool._procs)
+    # The workers ended by themselves when closed (not killed), with status 0.
+    assert [p.returncode for p in procs] == [0, 0]
     assert len(here) == 8
     assert [c.program for c in there] == [c.program for c in here]
     assert [c.decisions for c in there] == [c.decisions for c in here]
