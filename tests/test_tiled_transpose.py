@@ -102,3 +102,85 @@ def test_draws_of_a_fused_blocked_space_are_exact(c, k, scale, seed):
     spaces = PostOrderApply.default(TARGET).generate(f)
     assert len(spaces) == 2
     assert exact_draws(f, spaces[1], seed)
+
+
+def _copy_then_epilogue(B: int, M: int, N: int, reads: int = 1):
+    """A transposing copy ``T`` that AutoInline inlines into the element-wise epilogue
+    ``E`` after it (Winograd's NCHW copy and CONVLAYER's scale, shift and ReLU); with
+    ``reads`` = 2 the epilogue reads ``T`` twice, so the copy stays a stage."""
+    A = te.placeholder((B, M, N), name="A")
+    s = te.placeholder((N,), name="s")
+    T = te.compute((B, N, M), lambda b, j, i: A[b, i, j], name="T")
+    if reads == 1:
+        E = te.compute((B, N, M), lambda b, j, i: te.max(T[b, j, i] * s[j], 0.0), name="E")
+    else:
+        E = te.compute((B, N, M), lambda b, j, i: T[b, j, i] * s[j] + T[b, j, i], name="E")
+    return te.create_func([A, s, E], name="copy_epilogue")
+
+
+def test_an_epilogue_that_reads_across_rows_once_a_copy_is_inlined_forks():
+    """The rules visit the epilogue before the copy is inlined into it: the rule reads
+    the epilogue as it will be (``inlined_view``), so the epilogue's loops are blocked
+    and the copy then inlines into the blocked loops."""
+    from tensortune.space.tiled_transpose import crossed_load, inlined_view
+
+    f = _copy_then_epilogue(1, 2 * LANES, 3 * LANES)
+    sch = tt.Schedule(f)
+    blk = sch.get(sch.get_block("E"))
+    assert crossed_load(blk) is None                 # it reads T along its rows
+    view = inlined_view(sch.func, blk)
+    load = crossed_load(view)
+    assert load is not None and load.buffer.name == "A"
+    got = TiledTranspose(lanes=LANES).apply(sch, sch.get_block("E"))
+    assert len(got) == 2
+    loops = [got[1].get(lp) for lp in got[1].get_loops(got[1].get_block("E"))]
+    assert [lp.extent for lp in loops] == [1, 3, 2, LANES, LANES]
+    spaces = PostOrderApply.default(TARGET).generate(f)
+    assert len(spaces) == 2
+    blocked = tt.Schedule.from_trace(f, spaces[1].as_json())
+    assert blocked.block_names() == ["E"]            # the copy was inlined after the fork
+    # A copy the epilogue reads twice stays a stage (AutoInline): nothing to look through.
+    f2 = _copy_then_epilogue(1, 2 * LANES, 3 * LANES, reads=2)
+    sch2 = tt.Schedule(f2)
+    blk2 = sch2.get(sch2.get_block("E"))
+    assert inlined_view(sch2.func, blk2) is blk2
+    assert len(TiledTranspose(lanes=LANES).apply(sch2, sch2.get_block("E"))) == 1
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(B=st.integers(1, 2), m=st.integers(2, 3), n=st.integers(2, 3),
+       seed=st.integers(0, 1000))
+def test_draws_of_a_blocked_epilogue_are_exact(B, m, n, seed):
+    f = _copy_then_epilogue(B, m * LANES, n * LANES)
+    spaces = PostOrderApply.default(TARGET).generate(f)
+    assert len(spaces) == 2
+    assert exact_draws(f, spaces[1], seed)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 1000))
+def test_the_winograd_epilogue_is_blocked_but_a_write_back_under_a_tile_is_not(seed):
+    """CONVLAYER's Winograd form: the epilogue after the NCHW copy is blocked in half
+    of the spaces (the filter copy's fork doubles them again), and its draws are exact.
+    T2D's cache-write write-back lies under its tile's loops, so AutoInline never
+    visits it and the output copy after it is not looked through."""
+    from tensortune.rewrite import rewrite
+    from tensortune.rewrite.winograd import winograd
+    from tensortune.workloads.conv import conv_layer
+
+    g = winograd(conv_layer(1, 16, 2 * LANES, 4, 8))     # 32 output pixels, 2 vectors
+    assert g is not None
+    spaces = PostOrderApply.default(TARGET).generate(g)
+    assert len(spaces) == 4
+    blocked = []
+    for sp in spaces:
+        sch = tt.Schedule.from_trace(g, sp.as_json())
+        blocked.append([sch.get(lp).extent for lp in sch.get_loops(sch.get_block("out"))]
+                       [-2:] == [LANES, LANES])
+    assert blocked.count(True) == 2
+    for sp, b in zip(spaces, blocked):
+        if b:
+            assert exact_draws(g, sp, seed, check=1)
+    t2d = rewrite(tt.workloads.get("t2d"), LANES)
+    assert t2d is not None
+    assert len(PostOrderApply.default(TARGET).generate(t2d)) == 2

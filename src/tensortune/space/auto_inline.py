@@ -22,27 +22,30 @@ from ..schedule import BlockRV, Schedule
 from ..schedule.tree import readers, writes
 from ..tir.expr import BufferLoad
 from ..tir.functor import iter_exprs, stmt_exprs, walk
-from ..tir.stmt import BufferStore
+from ..tir.stmt import Block, BufferStore, PrimFunc
 from .schedule_rule import ScheduleRule, is_elementwise
 from .tiled_transpose import crossed_axes
 
 
 class AutoInline(ScheduleRule):
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
-        blk = sch.get(block)
-        if not is_elementwise(blk) or not all(b in sch.func.alloc_buffers for b in writes(blk)):
-            return [sch]
-        assert isinstance(blk.body, BufferStore)
-        buf = blk.body.buffer
-        if is_costly(blk.body.value) and len(readers(sch.func, buf)) > 1:
-            return [sch]
-        if crossed_axes(blk) is not None and any(
-                sum(1 for x in iter_exprs(e) if isinstance(x, BufferLoad) and x.buffer is buf)
-                > 1 for c in readers(sch.func, buf) for s in walk(c.body)
-                for e in stmt_exprs(s)):
-            return [sch]
-        try:
-            sch.compute_inline(block)
-        except ScheduleError:
-            pass
+        if inlines(sch.func, sch.get(block)):
+            try:
+                sch.compute_inline(block)
+            except ScheduleError:
+                pass
         return [sch]
+
+
+def inlines(func: PrimFunc, blk: Block) -> bool:
+    """Whether AutoInline inlines ``blk`` into its consumers (module docstring), if
+    ``compute_inline`` allows it. TiledTranspose asks it of a block's producers."""
+    if not is_elementwise(blk) or not all(b in func.alloc_buffers for b in writes(blk)):
+        return False
+    assert isinstance(blk.body, BufferStore)
+    buf = blk.body.buffer
+    if is_costly(blk.body.value) and len(readers(func, buf)) > 1:
+        return False
+    return crossed_axes(blk) is None or not any(
+        sum(1 for x in iter_exprs(e) if isinstance(x, BufferLoad) and x.buffer is buf) > 1
+        for c in readers(func, buf) for s in walk(c.body) for e in stmt_exprs(s))
