@@ -157,17 +157,21 @@ def inlined_view(func: PrimFunc, blk: Block) -> Block:
     inlined, after the rules have visited the epilogue."""
     from .auto_inline import inlines  # it asks crossed_axes of this module
 
-    paths = {b.name: {id(lp) for lp in path} for b, path in iter_blocks(func.body)}
     view = func
+    paths: dict[str, set[int]] | None = None   # each block's enclosing loops
     for buf in reads(blk):
         for p in writers(func, buf):
+            if p is blk or not inlines(func, p):
+                continue
+            if paths is None:
+                paths = {b.name: {id(lp) for lp in path} for b, path in iter_blocks(func.body)}
             # Only a stage in loops of its own: one that a rule placed among another's
             # loops (T2D's cache-write write-back, under its tile) is not visited by
             # AutoInline, so it will not be inlined.
-            if p is not blk and inlines(func, p) and not any(
-                    paths[p.name] & ids for n, ids in paths.items() if n != p.name):
-                try:
-                    view = compute_inline(view, p.name)
-                except ScheduleError:
-                    pass
+            if any(paths[p.name] & ids for n, ids in paths.items() if n != p.name):
+                continue
+            try:
+                view = compute_inline(view, p.name)
+            except ScheduleError:
+                pass
     return blk if view is func else find_block(view, blk.name)[0]
