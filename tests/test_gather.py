@@ -50,19 +50,52 @@ def test_gathered_packs_compute_the_reference(vectors, ci, kh, kw, parallel):
     assert ("tt_zip1_" in src) == ((ci * kh * kw) % 4 == 0 and LANES >= 4)
 
 
-def test_a_reordered_walk_or_a_computed_value_keeps_the_plain_loop():
-    """Loops that do not walk the source contiguously (kw outside kh), or a value that is
-    not the load alone, leave the copy to the ordinary vector loop, still correct."""
+def test_a_reordered_walk_or_a_second_gathered_load_keeps_the_plain_loop():
+    """Loops that do not walk the source contiguously (kw outside kh), or a value with
+    two loads along the lanes, leave the copy to the ordinary vector loop, still
+    correct."""
     f = _pack(2 * LANES, 4, 3, 3)
     sch = tt.Schedule(f)
     a, b, c, d, lane = sch.get_loops(sch.get_block("packed"))
     sch.reorder(a, b, d, c, lane)
     sch.vectorize(lane)
     assert "tt_zip" not in _run(f, sch, seed=7)
-    g = _pack(2 * LANES, 4, 3, 3, scale=True)
+    w = te.placeholder((2 * LANES, 4, 3, 3), name="w")
+    v = te.placeholder((2 * LANES, 4, 3, 3), name="v")
+    two = te.compute((2, 4, 3, 3, LANES), lambda a, b, c, d, lane:
+                     w[a * LANES + lane, b, c, d] + v[a * LANES + lane, b, c, d], name="packed")
+    g = te.create_func([w, v, two], name="pack2")
     sch = tt.Schedule(g)
     sch.vectorize(sch.get_loops(sch.get_block("packed"))[-1])
     assert "tt_zip" not in _run(g, sch, seed=8)
+
+
+def _scaled_pack(co: int, ci: int, kh: int, kw: int) -> PrimFunc:
+    """A pack whose value scales and shifts the gathered load by terms the same in every
+    lane, one of them per input channel (a loop of the walk): the shape of Winograd's
+    blocked epilogue, ``max(Y[..] * scale[k] + shift[k], 0)``."""
+    w = te.placeholder((co, ci, kh, kw), name="w")
+    s = te.placeholder((ci,), name="s")
+    packed = te.compute((co // LANES, ci, kh, kw, LANES), lambda a, b, c, d, lane:
+                        te.max(w[a * LANES + lane, b, c, d] * s[b] + 0.5, 0.0),
+                        name="packed")
+    return te.create_func([w, s, packed], name="scaled_pack")
+
+
+@settings(max_examples=15, deadline=None)
+@given(vectors=st.integers(1, 2), ci=st.integers(1, 8), kh=st.integers(1, 3),
+       kw=st.integers(1, 3), plain_scale=st.booleans())
+def test_a_computed_value_goes_through_the_transpose_and_keeps_its_meaning(
+        vectors, ci, kh, kw, plain_scale):
+    """The value computed from the gathered load (a constant scale, or a scale per
+    input channel, a shift and a ReLU) is applied to each transposed row: the same
+    blocks as a plain copy's, and the reference's result."""
+    f = _pack(LANES * vectors, ci, kh, kw, scale=True) if plain_scale \
+        else _scaled_pack(LANES * vectors, ci, kh, kw)
+    sch = tt.Schedule(f)
+    sch.vectorize(sch.get_loops(sch.get_block("packed"))[-1])
+    src = _run(f, sch, seed=vectors * 1000 + ci * 100 + kh * 10 + kw)
+    assert ("tt_zip1_" in src) == ((ci * kh * kw) % 4 == 0 and LANES >= 4)
 
 
 def test_a_gathered_pack_in_a_tuned_space_is_transposed(drawn_sources):

@@ -139,6 +139,13 @@ def test_an_epilogue_that_reads_across_rows_once_a_copy_is_inlined_forks():
     assert len(spaces) == 2
     blocked = tt.Schedule.from_trace(f, spaces[1].as_json())
     assert blocked.block_names() == ["E"]            # the copy was inlined after the fork
+    # The blocks go through the register transpose, the scale and ReLU applied to each
+    # transposed row (``codegen.gather``).
+    from tensortune.measure.builder import write_c
+
+    gen = PostOrderApply.default(TARGET)
+    drawn = [d for d in (sample(f, spaces[1], k, gen.postprocs) for k in range(4)) if d]
+    assert any("tt_zip1" in (write_c(lambda d=d: d.func, TARGET)[0] or "") for d in drawn)
     # A copy the epilogue reads twice stays a stage (AutoInline): nothing to look through.
     f2 = _copy_then_epilogue(1, 2 * LANES, 3 * LANES, reads=2)
     sch2 = tt.Schedule(f2)

@@ -20,7 +20,12 @@ and on the other core's lines (RESULTS.md).
 The loops ``F_j .. F_k`` above the vectorized one must be serial, perfectly nested and
 flatten to one index in both addresses: the source's coefficient of ``F_k`` is 1, the
 destination's anything, and each outer coefficient is the next loop's extent times the
-next loop's coefficient, in both. The value must be the load alone, from another buffer.
+next loop's coefficient, in both. The value is the load, from another buffer, or an
+expression of it whose other loads are the same in every lane: each transposed row is
+then the expression with that row's registers for the load and the row's values of
+``F_j .. F_k`` for the loops (Winograd's blocked epilogue, ``max(Y[..] * scale[k] +
+shift[k], 0)`` with k a row: the best CONVLAYER programs 294-297 -> 273-282 us against
+the blocked loop left to gcc, RESULTS.md).
 
 Example (the C of one 16 x 16 block, ``t`` the block index)::
 
@@ -38,8 +43,9 @@ from typing import TYPE_CHECKING
 
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes, is_float
+from ..tir.functor import free_vars, iter_exprs, rewrite_expr, substitute
 from ..tir.linear import linear_parts
-from ..tir.stmt import BufferStore, For, ForKind
+from ..tir.stmt import Buffer, BufferStore, For, ForKind
 from .c_header import vector_type
 from .transpose import register_zips, zip_rounds
 
@@ -82,10 +88,10 @@ def gathered_copy(em: SimdEmitter, s: For, ind: int) -> bool:
     if found is None:
         return False
     loops, vec, st = found
-    src = st.value
+    src = _gathered_load(st, vec.var)
     dtype = st.buffer.dtype
-    if not isinstance(src, BufferLoad) or src.buffer is st.buffer or src.dtype != dtype \
-            or not is_float(dtype) or st.buffer in em.promoted or src.buffer in em.promoted:
+    if src is None or src.dtype != dtype or not is_float(dtype) or st.buffer in em.promoted \
+            or src.buffer in em.promoted:
         return False
     lanes = em.target.lanes(dtype)
     if vec.extent != lanes:
@@ -106,13 +112,55 @@ def gathered_copy(em: SimdEmitter, s: For, ind: int) -> bool:
     rows = next((u for u in ROWS if u <= lanes and total % u == 0), None)
     if rows is None:
         return False
-    _emit(em, st.buffer.dtype, (em.bufname[st.buffer], dbase, dco[-1]),
-          (em.bufname[src.buffer], sbase, stride), total // rows, rows, lanes, ind)
+    from .simd import _NoVec
+
+    value = None if st.value is src else (st.value, src, loops, vec.var)
+    try:
+        with em.tentative():
+            _emit(em, st.buffer.dtype, (em.bufname[st.buffer], dbase, dco[-1]),
+                  (em.bufname[src.buffer], sbase, stride), total // rows, rows, lanes, ind,
+                  value)
+    except _NoVec:     # a term of the value that is no vector code
+        return False
     return True
 
 
+def _gathered_load(st: BufferStore, lane: Var) -> BufferLoad | None:
+    """The load a gathered copy reads across rows: the store's value itself, or the one
+    load in it that the lanes index, when every other load is the same in all lanes (a
+    scale and shift per output row: Winograd's blocked epilogue) and the store's buffer
+    is not read."""
+    if isinstance(st.value, BufferLoad):
+        return None if st.value.buffer is st.buffer else st.value
+    loads = [x for x in iter_exprs(st.value) if isinstance(x, BufferLoad)]
+    along = [x for x in loads if lane in free_vars(x)]
+    if len(along) != 1 or any(x.buffer is st.buffer for x in loads) or \
+            sum(x.buffer is along[0].buffer for x in loads) != 1:
+        return None
+    return along[0]
+
+
+def _row_value(value: tuple[Expr, BufferLoad, list[For], Var], first: Expr, k: int,
+               regs: Buffer, ranges: dict) -> Expr:
+    """The stored value of row ``k`` of a block starting at flat index ``first``: the
+    gathered load replaced by row ``k`` of the transposed registers (``regs``), the chain
+    loops by their values at that row."""
+    expr, load, loops, _ = value
+    at: Expr = simplify(BinOp("+", first, IntImm(k), "int32"), ranges)
+    vals: dict[Var, Expr] = {}
+    for i, f in enumerate(reversed(loops)):
+        outer = i == len(loops) - 1
+        vals[f.var] = at if outer else simplify(BinOp("%", at, IntImm(f.extent), "int32"),
+                                                ranges)
+        at = simplify(BinOp("//", at, IntImm(f.extent), "int32"), ranges)
+    swapped = rewrite_expr(expr, lambda e: BufferLoad(regs, (IntImm(k),))
+                           if e is load else None)
+    return simplify(substitute(swapped, vals), ranges)
+
+
 def _emit(em: SimdEmitter, dtype: str, dst: tuple[str, Expr, int], src: tuple[str, Expr, int],
-          blocks: int, rows: int, lanes: int, ind: int) -> None:
+          blocks: int, rows: int, lanes: int, ind: int,
+          value: tuple[Expr, BufferLoad, list[For], Var] | None = None) -> None:
     vt, size = vector_type(dtype, lanes), dtype_bytes(dtype)
     t = Var("blk")
     name = em.var(t)
@@ -130,10 +178,21 @@ def _emit(em: SimdEmitter, dtype: str, dst: tuple[str, Expr, int], src: tuple[st
                 f"{rows * size});", ind)
     for line in zip_rounds(vt, rows):
         em.emit(line, ind)
-    for k in range(rows):
-        at = simplify(BinOp("+", dbase, BinOp("*", BinOp("+", first, IntImm(k), "int32"),
-                                              IntImm(dstep), "int32"), "int32"), em.ranges)
-        em.emit(f"  tt_st_{vt[3:]}(&{dname}[{em.expr(at)}], t{k});", ind)
+    regs = None if value is None else Buffer("tt_rows", (rows,), dtype)
+    if regs is not None:
+        em.private[regs] = {k: f"t{k}" for k in range(rows)}
+    try:
+        for k in range(rows):
+            at = simplify(BinOp("+", dbase, BinOp("*", BinOp("+", first, IntImm(k), "int32"),
+                                                  IntImm(dstep), "int32"), "int32"), em.ranges)
+            # Each row's value as vector code (the scale and shift of its output row are
+            # scalars, broadcast), the row's registers standing for the gathered load.
+            out = f"t{k}" if value is None or regs is None else em._vec(
+                _row_value(value, first, k, regs, em.ranges), value[3], dtype, lanes)
+            em.emit(f"  tt_st_{vt[3:]}(&{dname}[{em.expr(at)}], {out});", ind)
+    finally:
+        if regs is not None:
+            em.private.pop(regs, None)
+        em.ranges.pop(t, None)
     em.emit("}", ind)
-    em.ranges.pop(t, None)
     register_zips(em, dtype, lanes, rows)
