@@ -70,6 +70,23 @@ def test_a_reordered_walk_or_a_second_gathered_load_keeps_the_plain_loop():
     assert "tt_zip" not in _run(g, sch, seed=8)
 
 
+def test_a_load_under_a_select_is_not_gathered():
+    """The transpose loads every row whole; a padded read's select leaves out rows that
+    lie outside the buffer, so a load under a select is never the gathered one."""
+    from tensortune.codegen.gather import _gathered_load
+    from tensortune.tir.expr import BinOp, BufferLoad, FloatImm, IntImm, Select, Var
+    from tensortune.tir.stmt import Buffer, BufferStore
+
+    src, dst = Buffer("w", (LANES, 8)), Buffer("p", (8, LANES))
+    i, lane = Var("i"), Var("lane")
+    load = BufferLoad(src, (lane, i))
+    scaled = BufferStore(dst, (i, lane), BinOp("*", load, FloatImm(2.0), "float32"))
+    assert _gathered_load(scaled, lane) is load
+    padded = BufferStore(dst, (i, lane), Select(BinOp("<", i, IntImm(7), "bool"), load,
+                                                FloatImm(0.0), "float32"))
+    assert _gathered_load(padded, lane) is None
+
+
 def _scaled_pack(co: int, ci: int, kh: int, kw: int) -> PrimFunc:
     """A pack whose value scales and shifts the gathered load by terms the same in every
     lane, one of them per input channel (a loop of the walk): the shape of Winograd's

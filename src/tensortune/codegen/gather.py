@@ -42,7 +42,7 @@ import itertools
 from typing import TYPE_CHECKING
 
 from ..tir.arith import simplify
-from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes, is_float
+from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Select, Var, dtype_bytes, is_float
 from ..tir.functor import free_vars, iter_exprs, rewrite_expr, substitute
 from ..tir.linear import linear_parts
 from ..tir.stmt import Buffer, BufferStore, For, ForKind
@@ -128,14 +128,18 @@ def gathered_copy(em: SimdEmitter, s: For, ind: int) -> bool:
 def _gathered_load(st: BufferStore, lane: Var) -> BufferLoad | None:
     """The load a gathered copy reads across rows: the store's value itself, or the one
     load in it that the lanes index, when every other load is the same in all lanes (a
-    scale and shift per output row: Winograd's blocked epilogue) and the store's buffer
-    is not read."""
+    scale and shift per output row: Winograd's blocked epilogue), the store's buffer is
+    not read and no select guards the load."""
     if isinstance(st.value, BufferLoad):
         return None if st.value.buffer is st.buffer else st.value
-    loads = [x for x in iter_exprs(st.value) if isinstance(x, BufferLoad)]
+    nodes = list(iter_exprs(st.value))
+    loads = [x for x in nodes if isinstance(x, BufferLoad)]
     along = [x for x in loads if lane in free_vars(x)]
+    # Under a select (padding) the load may be outside its buffer where the select
+    # does not take it: the transpose loads every row whole.
     if len(along) != 1 or any(x.buffer is st.buffer for x in loads) or \
-            sum(x.buffer is along[0].buffer for x in loads) != 1:
+            sum(x.buffer is along[0].buffer for x in loads) != 1 or \
+            any(isinstance(x, Select) for x in nodes):
         return None
     return along[0]
 
