@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import tensortune as tt
 from tensortune import te
+from tensortune.schedule.tree import iter_blocks
 from tensortune.space import PostOrderApply, TiledTranspose
 from tensortune.space.space_generator import sample
 
@@ -188,6 +189,17 @@ def test_the_winograd_epilogue_is_blocked_but_a_write_back_under_a_tile_is_not(s
     for sp, b in zip(spaces, blocked):
         if b:
             assert exact_draws(g, sp, seed, check=1)
+            # The output transform is placed outside the blocks, never a row of a block
+            # at a time (RandomComputeLocation's ``outside``).
+            assert sum(len(x.inputs) == 2 for x in sp.insts
+                       if x.kind == "sample_compute_location") == 1
+            for k in range(4):
+                drawn = sample(g, sp, seed + k, PostOrderApply.default(TARGET).postprocs)
+                if drawn is None:
+                    continue
+                paths = {b.name: {id(lp) for lp in path}
+                         for b, path in iter_blocks(drawn.func.body)}
+                assert len(paths["wino_Y"] & paths["out"]) <= 3
     t2d = rewrite(tt.workloads.get("t2d"), LANES)
     assert t2d is not None
     assert len(PostOrderApply.default(TARGET).generate(t2d)) == 2
