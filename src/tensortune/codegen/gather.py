@@ -24,7 +24,7 @@ next loop's coefficient, in both. The value is the load, from another buffer, or
 expression of it whose other loads are the same in every lane: each transposed row is
 then the expression with that row's registers for the load and the row's values of
 ``F_j .. F_k`` for the loops (Winograd's blocked epilogue, ``max(Y[..] * scale[k] +
-shift[k], 0)`` with k a row: the best CONVLAYER programs 294-297 -> 273-282 us against
+shift[k], 0)`` with k a row: the best CONVLAYER programs 293-297 -> 273-282 us against
 the blocked loop left to gcc, RESULTS.md).
 
 Example (the C of one 16 x 16 block, ``t`` the block index)::
@@ -39,7 +39,7 @@ Example (the C of one 16 x 16 block, ``t`` the block index)::
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..tir.arith import simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Select, Var, dtype_bytes, is_float
@@ -114,7 +114,7 @@ def gathered_copy(em: SimdEmitter, s: For, ind: int) -> bool:
         return False
     from .simd import _NoVec
 
-    value = None if st.value is src else (st.value, src, loops, vec.var)
+    value = None if st.value is src else _Computed(st.value, src, loops, vec.var)
     try:
         with em.tentative():
             _emit(em, st.buffer.dtype, (em.bufname[st.buffer], dbase, dco[-1]),
@@ -144,8 +144,17 @@ def _gathered_load(st: BufferStore, lane: Var) -> BufferLoad | None:
     return along[0]
 
 
-def _row_value(value: tuple[Expr, BufferLoad, list[For], Var], first: Expr, k: int,
-               regs: Buffer, ranges: dict) -> Expr:
+class _Computed(NamedTuple):
+    """A gathered copy's value that computes on its load: the stored expression, the
+    gathered load in it, the chain loops and the lane variable."""
+
+    expr: Expr
+    load: BufferLoad
+    loops: list[For]
+    lane: Var
+
+
+def _row_value(value: _Computed, first: Expr, k: int, regs: Buffer, ranges: dict) -> Expr:
     """The stored value of row ``k`` of a block starting at flat index ``first``: the
     gathered load replaced by row ``k`` of the transposed registers (``regs``), the chain
     loops by their values at that row."""
@@ -164,7 +173,7 @@ def _row_value(value: tuple[Expr, BufferLoad, list[For], Var], first: Expr, k: i
 
 def _emit(em: SimdEmitter, dtype: str, dst: tuple[str, Expr, int], src: tuple[str, Expr, int],
           blocks: int, rows: int, lanes: int, ind: int,
-          value: tuple[Expr, BufferLoad, list[For], Var] | None = None) -> None:
+          value: _Computed | None = None) -> None:
     vt, size = vector_type(dtype, lanes), dtype_bytes(dtype)
     t = Var("blk")
     name = em.var(t)
@@ -182,21 +191,20 @@ def _emit(em: SimdEmitter, dtype: str, dst: tuple[str, Expr, int], src: tuple[st
                 f"{rows * size});", ind)
     for line in zip_rounds(vt, rows):
         em.emit(line, ind)
-    regs = None if value is None else Buffer("tt_rows", (rows,), dtype)
-    if regs is not None:
-        em.private[regs] = {k: f"t{k}" for k in range(rows)}
+    # The registers as a buffer of the rows, so a row's value reads them as vectors.
+    regs = Buffer("tt_rows", (rows,), dtype)
+    em.private[regs] = {k: f"t{k}" for k in range(rows)}
     try:
         for k in range(rows):
             at = simplify(BinOp("+", dbase, BinOp("*", BinOp("+", first, IntImm(k), "int32"),
                                                   IntImm(dstep), "int32"), "int32"), em.ranges)
             # Each row's value as vector code (the scale and shift of its output row are
             # scalars, broadcast), the row's registers standing for the gathered load.
-            out = f"t{k}" if value is None or regs is None else em._vec(
-                _row_value(value, first, k, regs, em.ranges), value[3], dtype, lanes)
+            out = f"t{k}" if value is None else em._vec(
+                _row_value(value, first, k, regs, em.ranges), value.lane, dtype, lanes)
             em.emit(f"  tt_st_{vt[3:]}(&{dname}[{em.expr(at)}], {out});", ind)
     finally:
-        if regs is not None:
-            em.private.pop(regs, None)
+        em.private.pop(regs, None)
         em.ranges.pop(t, None)
     em.emit("}", ind)
     register_zips(em, dtype, lanes, rows)

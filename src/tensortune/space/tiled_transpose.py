@@ -27,9 +27,10 @@ A block is read as it will be once AutoInline has inlined its producers into it
 (``inlined_view``): the rules visit consumers first, so the Winograd forms' epilogue
 still reads their NCHW copy along its rows when this rule visits it, and the copy, the
 transpose, is inlined into it afterwards. Blocked, the epilogue took the best three
-CONVLAYER and C2D Winograd programs of two searches from 314-355 to 295-335 us
-(RESULTS.md), with no register transposes (a value other than a plain load is left to
-gcc).
+CONVLAYER and C2D Winograd programs of two searches from 314-355 to 295-335 us, and
+through the register transpose (``codegen.gather``, which takes the epilogue's scale,
+shift and ReLU along) to 273-322 us (RESULTS.md). RandomComputeLocation places a producer
+of such a block outside its two block loops.
 
 Example:
     >>> TiledTranspose(lanes=16).apply(sch, sch.get_block("T"))   # [plain, blocked]
@@ -40,7 +41,7 @@ from __future__ import annotations
 from ..errors import ScheduleError
 from ..schedule import BlockRV, LoopRV, Schedule
 from ..schedule.inline import compute_inline
-from ..schedule.tree import find_block, iter_blocks, reads, writers
+from ..schedule.tree import blocks_under, find_block, reads, writers
 from ..tir.expr import BufferLoad, Expr, Var
 from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Block, BufferStore, PrimFunc
@@ -157,18 +158,19 @@ def inlined_view(func: PrimFunc, blk: Block) -> Block:
     inlined, after the rules have visited the epilogue."""
     from .auto_inline import inlines  # it asks crossed_axes of this module
 
+    # What crossed_load would reject whatever it read (a reduction, several stores).
+    if blk.init is not None or blk.is_reduction or not isinstance(blk.body, BufferStore):
+        return blk
     view = func
-    paths: dict[str, set[int]] | None = None   # each block's enclosing loops
     for buf in reads(blk):
         for p in writers(func, buf):
             if p is blk or not inlines(func, p):
                 continue
-            if paths is None:
-                paths = {b.name: {id(lp) for lp in path} for b, path in iter_blocks(func.body)}
             # Only a stage in loops of its own: one that a rule placed among another's
             # loops (T2D's cache-write write-back, under its tile) is not visited by
             # AutoInline, so it will not be inlined.
-            if any(paths[p.name] & ids for n, ids in paths.items() if n != p.name):
+            _, path = find_block(func, p.name)
+            if path and len(blocks_under(path[0])) > 1:
                 continue
             try:
                 view = compute_inline(view, p.name)
