@@ -46,7 +46,7 @@ if __name__ == "__main__":
     worker_main(Connection(int(sys.argv[1])))
     # Leave without the interpreter's teardown, which frees the replay cache's IR nodes
     # one by one while the caller waits: closing a 256-trial CONVLAYER run's draw pools
-    # took 1.1-1.6 s (four runs), 0.1 s without it (RESULTS.md). Nothing is left to
+    # took 1.1-1.6 s (five runs), 0.1 s without it (RESULTS.md). Nothing is left to
     # write but the standard streams.
     sys.stdout.flush()
     sys.stderr.flush()
