@@ -36,7 +36,37 @@ def test_winograd_preserves_meaning(N, C, K, H, W, layer):
 def test_scheduled_winograd_computes_the_reference(C, K, H, seed):
     """A random program of the default space over the rewritten function, compiled:
     its float32 result equals the direct convolution's float64 reference."""
-    f = conv_layer(1, C, K, 2 * H, 6)
+    _draw_and_check(conv_layer(1, C, K, 2 * H, 6), seed)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(N=st.integers(1, 2), C=st.integers(MIN_CHANNELS, 12), K=st.integers(1, 9),
+       d=st.integers(2, 3), H=st.integers(1, 2), W=st.integers(1, 2), relu=st.booleans(),
+       padded=st.booleans())
+def test_a_dilated_convolution_keeps_its_meaning(N, C, K, d, H, W, relu, padded):
+    """Dilation 2 and 3, outputs of 1-2 tiles per phase along each axis, padded to the
+    input's size or not padded: the float64 evaluation of the rewrite equals the direct
+    dilated convolution's."""
+    grow = 0 if padded else 2 * d       # unpadded, the output is 2d smaller than the input
+    f = conv2d(N, C, K, 2 * d * H + grow, 2 * d * W + grow, 3, dilation=d, relu=relu,
+               pad=d if padded else 0)
+    g = winograd(f)
+    assert g is not None
+    ins = random_inputs(f, seed=C * 31 + K + d)
+    check_close(evaluate(g, ins)[0], evaluate(f, ins)[0])
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(C=st.integers(MIN_CHANNELS, 20), K=st.integers(4, 20), seed=st.integers(0, 1000))
+def test_a_scheduled_dilated_winograd_computes_the_reference(C, K, seed):
+    """A random program of the default space over a dilated convolution's rewrite,
+    compiled: its float32 result equals the direct convolution's float64 reference."""
+    _draw_and_check(conv2d(1, C, K, 8, 12, 3, dilation=2, relu=False), seed)
+
+
+def _draw_and_check(f, seed: int) -> None:
+    """Rewrite ``f``, draw a legal program from one of the rewrite's design spaces (the
+    seed picks which), build it and compare it with ``f``'s reference."""
     g = winograd(f)
     assert g is not None
     gen = PostOrderApply.default(TARGET)
@@ -53,17 +83,19 @@ def test_scheduled_winograd_computes_the_reference(C, K, H, seed):
 
 
 def test_other_convolutions_are_left_alone():
-    """Stride 2, dilation 2, groups, 5x5, an odd output and few channels: no rewrite;
-    the suite's C2D and CONVLAYER get one, its other convolutions none."""
+    """Stride 2, a dilated output not a multiple of twice the dilation, groups, 5x5, an
+    odd output and few channels: no rewrite; the suite's C2D, CONVLAYER and DIL get
+    one, its other convolutions none."""
     assert winograd(conv2d(1, 16, 16, 8, 8, 3, stride=2, pad=1)) is None
-    assert winograd(conv2d(1, 16, 16, 8, 8, 3, dilation=2)) is None
+    assert winograd(conv2d(1, 16, 16, 6, 8, 3, dilation=2)) is None
+    assert winograd(conv2d(1, 16, 16, 8, 6, 3, dilation=2)) is None
     assert winograd(conv2d(1, 16, 16, 8, 8, 3, groups=2)) is None
     assert winograd(conv2d(1, 16, 16, 8, 8, 5)) is None
     assert winograd(conv2d(1, 16, 16, 7, 8, 3, pad=1)) is None
     assert winograd(conv2d(1, MIN_CHANNELS - 1, 16, 8, 8, 3, pad=1)) is None
-    for name in ("c2d", "convlayer"):
+    for name in ("c2d", "convlayer", "dil"):
         assert winograd(tt.workloads.get(name)) is not None
-    for name in ("grp", "dil", "dep", "c1d", "c3d", "t2d", "gmm", "dense"):
+    for name in ("grp", "dep", "c1d", "c3d", "t2d", "gmm", "dense"):
         assert winograd(tt.workloads.get(name)) is None, name
     g = winograd(tt.workloads.get("convlayer"))
     assert g is not None and winograd(g) is None      # not twice

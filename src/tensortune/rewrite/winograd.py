@@ -1,5 +1,6 @@
 """Winograd's minimal filtering F(2x2, 3x3): a 3x3, stride-1 convolution as a batch of
-16 matrix products over 4x4 input tiles, 2.25 times fewer multiply-adds.
+16 matrix products over 4x4 input tiles, 2.25 times fewer multiply-adds. A dilated one
+too: with dilation d it is d x d undilated convolutions, one per phase (``_stages``).
 
 Each 2x2 output tile ``Y`` of one output channel is ``A^T [sum_c (G g_c G^T) * (B^T
 d_c B)] A``, with ``g_c`` the 3x3 filter of input channel c and ``d_c`` the 4x4 input
@@ -55,8 +56,9 @@ MIN_CHANNELS = 8
 
 
 def winograd(func: PrimFunc) -> PrimFunc | None:
-    """``func`` with its first 3x3, stride-1, ungrouped 2-D convolution of even output
-    size computed by F(2x2, 3x3), or None when it has none (module docstring)."""
+    """``func`` with its first 3x3, stride-1, ungrouped 2-D convolution whose output
+    size is a multiple of twice its dilation computed by F(2x2, 3x3), or None when it
+    has none (module docstring)."""
     for blk, _ in iter_blocks(func.body):
         parsed = _parse(blk)
         if parsed is not None:
@@ -64,9 +66,10 @@ def winograd(func: PrimFunc) -> PrimFunc | None:
     return None
 
 
-def _parse(blk: Block) -> tuple[Buffer, Buffer, Buffer] | None:
-    """(input, filter, output) of ``out[n, k, y, z] += X[n, c, y + r, z + s] * W[k, c, r,
-    s]`` with r, s in [0, 3) and y, z of even extent; None for any other block."""
+def _parse(blk: Block) -> tuple[Buffer, Buffer, Buffer, int] | None:
+    """(input, filter, output, dilation d) of ``out[n, k, y, z] += X[n, c, y + d * r, z +
+    d * s] * W[k, c, r, s]`` with r, s in [0, 3) and y, z of extent a multiple of 2d;
+    None for any other block."""
     st = blk.body
     if blk.init is None or blk.predicate is not None or not isinstance(st, BufferStore):
         return None
@@ -95,14 +98,16 @@ def _parse(blk: Block) -> tuple[Buffer, Buffer, Buffer] | None:
         if wv[0] is not k or xi[0] != ({n: 1}, 0) or c is None or r is None or \
                 s is None or xi[1] != ({c: 1}, 0) or {c, r, s} != set(red):
             continue
-        if ivs[r].extent != 3 or ivs[s].extent != 3 or \
-                ivs[y].extent % 2 or ivs[z].extent % 2 or ivs[c].extent < MIN_CHANNELS:
+        h_form = xi[2]      # None when not affine
+        d = h_form[0].get(r, 0) if h_form is not None else 0
+        if ivs[r].extent != 3 or ivs[s].extent != 3 or d < 1 or ivs[y].extent % (2 * d) \
+                or ivs[z].extent % (2 * d) or ivs[c].extent < MIN_CHANNELS:
             continue
-        if xi[2] != ({y: 1, r: 1}, 0) or xi[3] != ({z: 1, s: 1}, 0):
+        if xi[2] != ({y: 1, r: d}, 0) or xi[3] != ({z: 1, s: d}, 0):
             continue
         if tuple(w.buffer.shape[1:]) != (ivs[c].extent, 3, 3):
             continue
-        return x.buffer, w.buffer, st.buffer
+        return x.buffer, w.buffer, st.buffer, d
     return None
 
 
@@ -141,13 +146,22 @@ def _table(i: Expr, j: Expr, ni: int, nj: int, leaf: Callable[[int, int], Expr])
     return e
 
 
-def _stages(xin: Tensor, win: Tensor, shape: tuple[int, ...], name: str) -> Tensor:
-    """The F(2x2, 3x3) pipeline from ``xin`` [N, C, H + 2, W + 2] and ``win`` [K, C, 3,
-    3] to a tensor of ``shape`` [N, K, H, W] named ``name``."""
+def _stages(xin: Tensor, win: Tensor, shape: tuple[int, ...], name: str,
+            d: int = 1) -> Tensor:
+    """The F(2x2, 3x3) pipeline from ``xin`` [N, C, H + 2d, W + 2d] and ``win`` [K, C, 3,
+    3] to a tensor of ``shape`` [N, K, H, W] named ``name``, for dilation ``d``.
+
+    With d > 1 the image splits into d x d phases (rows ``h % d``), each an undilated
+    convolution: a tile index ``t`` (H / 2 of them, as without dilation) is the tile
+    ``t // d`` of phase ``t % d``, whose 4 x 4 input rows lie ``d`` apart. The products
+    are the same as without dilation; ``Y`` is laid out [n, h, w, k] with h split as
+    (tile, row in tile, phase), so the final copy is the same transpose.
+    """
     N, K, H, W = shape
     C = win.shape[1]
     TH, TW = H // 2, W // 2
-    xt = te.compute((N, H + 2, W + 2, C), lambda n, h, w, c: xin[n, c, h, w], name="wino_xt")
+    xt = te.compute((N, H + 2 * d, W + 2 * d, C), lambda n, h, w, c: xin[n, c, h, w],
+                    name="wino_xt")
     # Channel-major, so a copy that walks it in order reads each filter's 3x3 row of W
     # once (laid out [3, 3, C, K], each of the nine planes re-read all of W: 39 of a
     # 343 us CONVLAYER kernel, RESULTS.md).
@@ -155,29 +169,44 @@ def _stages(xin: Tensor, win: Tensor, shape: tuple[int, ...], name: str) -> Tens
     U = te.compute((4, 4, C, K), lambda e, v, c, k: _table(e, v, 4, 4, lambda a, b: _lin(
         [(G[a][r] * G[b][s], wt[c, r, s, k]) for r in range(3) for s in range(3)])),
         name="wino_U")
+
+    def row(t: Expr, p: int) -> Expr:
+        """The input row (or column) of element ``p`` of tile ``t``."""
+        return 2 * t + p if d == 1 else t // d * (2 * d) + t % d + d * p
+
     V = te.compute((4, 4, N, TH, TW, C), lambda e, v, n, th, tw, c: _table(
         e, v, 4, 4, lambda a, b: _lin(
-            [(BT[a][p] * BT[b][q], xt[n, 2 * th + p, 2 * tw + q, c])
+            [(BT[a][p] * BT[b][q], xt[n, row(th, p), row(tw, q), c])
              for p in range(4) for q in range(4)])), name="wino_V")
     rc = te.reduce_axis(C, name="wino_c")
     M = te.compute((4, 4, N, TH, TW, K), lambda e, v, n, th, tw, k: te.sum(
         V[e, v, n, th, tw, rc] * U[e, v, rc, k], axis=rc), name="wino_M")
-    Y = te.compute((N, TH, 2, TW, 2, K), lambda n, th, i, tw, j, k: _table(
-        i, j, 2, 2, lambda a, b: _lin(
-            [(AT[a][e] * AT[b][v], M[e, v, n, th, tw, k]) for e in range(4) for v in range(4)])),
-        name="wino_Y")
-    return te.compute(shape, lambda n, k, h, w: Y[n, h // 2, h % 2, w // 2, w % 2, k],
-                      name=name)
+
+    def out_tile(m: Callable[[int, int], Expr], i: Expr, j: Expr) -> Expr:
+        return _table(i, j, 2, 2, lambda a, b: _lin(
+            [(AT[a][e] * AT[b][v], m(e, v)) for e in range(4) for v in range(4)]))
+
+    if d == 1:
+        Y = te.compute((N, TH, 2, TW, 2, K), lambda n, th, i, tw, j, k: out_tile(
+            lambda e, v: M[e, v, n, th, tw, k], i, j), name="wino_Y")
+        return te.compute(shape, lambda n, k, h, w: Y[n, h // 2, h % 2, w // 2, w % 2, k],
+                          name=name)
+    Y = te.compute((N, H // (2 * d), 2, d, W // (2 * d), 2, d, K),
+                   lambda n, th, i, ph, tw, j, pw, k: out_tile(
+                       lambda e, v: M[e, v, n, th * d + ph, tw * d + pw, k], i, j),
+                   name="wino_Y")
+    return te.compute(shape, lambda n, k, h, w: Y[
+        n, h // (2 * d), h // d % 2, h % d, w // (2 * d), w // d % 2, w % d, k], name=name)
 
 
-def _rewrite(func: PrimFunc, blk: Block, xbuf: Buffer, wbuf: Buffer,
-             obuf: Buffer) -> PrimFunc | None:
+def _rewrite(func: PrimFunc, blk: Block, xbuf: Buffer, wbuf: Buffer, obuf: Buffer,
+             dilation: int) -> PrimFunc | None:
     names = {b.name for b, _ in iter_blocks(func.body)}
     if names & {"wino_xt", "wino_U", "wino_V", "wino_M", "wino_Y"}:
         return None     # rewritten already
     xin = te.placeholder(xbuf.shape, xbuf.dtype, name=f"{xbuf.name}_in")
     win = te.placeholder(wbuf.shape, wbuf.dtype, name=f"{wbuf.name}_in")
-    out = _stages(xin, win, obuf.shape, blk.name)
+    out = _stages(xin, win, obuf.shape, blk.name, dilation)
     part = te.create_func([xin, win, out], name=func.name)
     body = part.body
     for old, new in zip(part.params, (xbuf, wbuf, obuf)):
