@@ -170,6 +170,9 @@ def _stages(xin: Tensor, win: Tensor, shape: tuple[int, ...], name: str,
         [(G[a][r] * G[b][s], wt[c, r, s, k]) for r in range(3) for s in range(3)])),
         name="wino_U")
 
+    # Without dilation the expressions and Y's [n, th, i, tw, j, k] layout stay as they
+    # were before dilation was taken: the general ones (t // 1, unit phase axes) would
+    # print other design spaces and C for C2D and CONVLAYER.
     def row(t: Expr, p: int) -> Expr:
         """The input row (or column) of element ``p`` of tile ``t``."""
         return 2 * t + p if d == 1 else t // d * (2 * d) + t % d + d * p
