@@ -115,3 +115,21 @@ def test_load_guard_probes_with_the_calls_its_reference_time_asks_for():
         runner = _ScriptedRunner([latency])
         guard.wait(runner)
         assert runner.number == number
+
+
+def test_register_kernel_steps_keep_the_tile_operands_in_l1():
+    """The ceiling is of data in L1: a 5 x 64 tile over 256 steps reads 69 KiB, so on a
+    48 KiB L1d its k halves (once) and on 32 KiB twice; a 6 x 16 tile keeps 256 steps
+    wherever 22 KiB fit in three quarters of L1d."""
+    import dataclasses
+
+    from tensortune.codegen import Target
+    from tensortune.measure.peak import l1_k
+
+    host = Target.host()
+    for l1, wide, narrow in ((48 << 10, 128, 256), (32 << 10, 64, 256), (16 << 10, 32, 128)):
+        t = dataclasses.replace(host, l1d_bytes=l1)
+        assert l1_k(5, 64, t) == wide
+        assert l1_k(6, 16, t) == narrow
+        k = l1_k(5, 64, t)
+        assert (5 + 64) * k * 4 <= l1 * 3 // 4 < (5 + 64) * 2 * k * 4
