@@ -223,7 +223,7 @@ def l1_k(rows: int, width: int, target: Target) -> int:
     """The k steps (a power of two, 16 to 256) of a rows x ``width`` register tile whose A
     rows and B panel fill at most three quarters of L1d. At k = 256 a 5 x 64 tile's B
     panel is 64 KiB, over the 48 KiB L1d of the Intel Xeon host of 2026-11-29: read from
-    L2 it ran at 169.5 GFLOP/s on one thread, against 185.9 at k = 128 (RESULTS.md).
+    L2 it ran at 169.5 GFLOP/s on one thread, against 181.9-189.9 at k = 128 (RESULTS.md).
 
     Example:
         >>> l1_k(5, 64, target)    # 128 with a 48 KiB L1d
