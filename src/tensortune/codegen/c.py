@@ -61,6 +61,11 @@ from .unswitch import COPY
 
 STACK_LIMIT = 64 * 1024  # larger local buffers go to the heap
 
+class NotVectorizable(Exception):
+    """Raised by the SIMD emitter (``simd.SimdEmitter``) and its helpers when a loop body
+    is not expressible with vector operations; the caller emits it again without them."""
+
+
 @dataclass(frozen=True)
 class RegisterTile:
     """A local buffer held in variables ``{name}_r{i}``: chunk ``i`` holds ``widths[i]``
@@ -242,7 +247,7 @@ class CEmitter:
         if self.try_promote(s, ind):
             # The registers live as long as this allocation: loop partitioning can give a
             # buffer several allocations, and a later one may not be promotable. A body
-            # that gives up on vectors (simd's _NoVec) is emitted again without them.
+            # that gives up on vectors (NotVectorizable) is emitted again without them.
             try:
                 emit_body(s.body, ind)
             finally:

@@ -46,6 +46,7 @@ from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Select, Var, dtype_bytes
 from ..tir.functor import free_vars, iter_exprs, rewrite_expr, substitute
 from ..tir.linear import linear_parts
 from ..tir.stmt import Buffer, BufferStore, For, ForKind
+from .c import NotVectorizable
 from .c_header import vector_type
 from .transpose import register_zips, zip_rounds
 
@@ -112,15 +113,13 @@ def gathered_copy(em: SimdEmitter, s: For, ind: int) -> bool:
     rows = next((u for u in ROWS if u <= lanes and total % u == 0), None)
     if rows is None:
         return False
-    from .simd import _NoVec
-
     value = None if st.value is src else _Computed(st.value, src, loops, vec.var)
     try:
         with em.tentative():
             _emit(em, st.buffer.dtype, (em.bufname[st.buffer], dbase, dco[-1]),
                   (em.bufname[src.buffer], sbase, stride), total // rows, rows, lanes, ind,
                   value)
-    except _NoVec:     # a term of the value that is no vector code
+    except NotVectorizable:     # a term of the value that is no vector code
         return False
     return True
 
@@ -200,7 +199,7 @@ def _emit(em: SimdEmitter, dtype: str, dst: tuple[str, Expr, int], src: tuple[st
                                                   IntImm(dstep), "int32"), "int32"), em.ranges)
             # Each row's value as vector code (the scale and shift of its output row are
             # scalars, broadcast), the row's registers standing for the gathered load.
-            out = f"t{k}" if value is None else em._vec(
+            out = f"t{k}" if value is None else em.as_vector(
                 _row_value(value, first, k, regs, em.ranges), value.lane, dtype, lanes)
             em.emit(f"  tt_st_{vt[3:]}(&{dname}[{em.expr(at)}], {out});", ind)
     finally:

@@ -45,6 +45,7 @@ from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes
 from ..tir.functor import loads_in, rewrite_expr, rewrite_stmt, stores_in, substitute
 from ..tir.linear import linear_parts
 from ..tir.stmt import Buffer, BufferStore, For, ForKind, Stmt
+from .c import NotVectorizable
 from .c_header import CTYPE, vector_type
 
 if TYPE_CHECKING:
@@ -202,8 +203,6 @@ def _vector_value(em: SimdEmitter, body: Stmt, arrays: dict[tuple[Buffer, int], 
                                             + tt_ld_f32x16(&shift[k]), zero));
         for (lane ...) { out[base + lane * 784] = acc_l0[lane]; }
     """
-    from .simd import _NoVec
-
     if not isinstance(body, BufferStore) or len(arrays) != 1:
         return body
     (arr,) = arrays.values()
@@ -214,8 +213,8 @@ def _vector_value(em: SimdEmitter, body: Stmt, arrays: dict[tuple[Buffer, int], 
         return body
     try:
         with em.tentative():
-            em._vstmt(BufferStore(arr, (lane,), value), lane, arr.dtype, width, ind)
-    except _NoVec:
+            em.vector_stmt(BufferStore(arr, (lane,), value), lane, arr.dtype, width, ind)
+    except NotVectorizable:
         return body
     return BufferStore(body.buffer, body.indices, BufferLoad(arr, (lane,)))
 

@@ -25,7 +25,7 @@ from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_fl
 from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
 from ..tir.linear import linear_parts
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
-from .c import CEmitter
+from .c import CEmitter, NotVectorizable
 from .c_header import CTYPE, c_float, vector_type
 from .gather import gathered_copy
 from .guarded_load import guarded_load
@@ -38,10 +38,6 @@ from .vmath import LANE_CALLS, POLY_CALLS, vector_math
 
 MAX_INLINE_CHUNKS = 16  # a vectorized loop of more chunks than this loops over them
 MIN_ROLLED_CHUNKS = 4   # whole vectors from which a loop in an unswitched copy loops
-
-
-class _NoVec(Exception):
-    """This loop body is not expressible with vector operations."""
 
 
 def _widths(lanes: int) -> list[int]:
@@ -107,7 +103,7 @@ class SimdEmitter(CEmitter):
     @contextmanager
     def tentative(self) -> Iterator[None]:
         """Emit into a scratch list that joins the lines when the block completes and is
-        dropped, with the names given in it, when the block raises (``_NoVec``: the
+        dropped, with the names given in it, when the block raises (``NotVectorizable``: the
         caller then emits another form, which gives those names again)."""
         saved, used = self.lines, set(self.used)
         self.lines = []
@@ -158,16 +154,16 @@ class SimdEmitter(CEmitter):
                         self.emit("#pragma GCC unroll 1", ind)
                     self.emit(f"for (int32_t {cv} = 0; {cv} < {chunks}; ++{cv}) {{", ind)
                     at = BinOp("+", BinOp("*", c, IntImm(w), "int32"), lane, "int32")
-                    self._vstmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)
+                    self.vector_stmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)
                     self.emit("}", ind)
                     rest = plan[chunks:]
                 for off, w in rest:
                     self.ranges[lane] = (0, w - 1)
                     body = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
-                    self._vstmt(body, lane, dtype, w, ind)
+                    self.vector_stmt(body, lane, dtype, w, ind)
                 for k in range(s.extent - tail, s.extent):
                     self.stmt(_subst(s.body, {s.var: IntImm(k)}, self.ranges), ind)
-        except _NoVec:
+        except NotVectorizable:
             return self._scalar_unroll_if_promoted(s, ind)
         self.vtypes.update((dtype, w) for _, w in plan)
         return True
@@ -191,31 +187,39 @@ class SimdEmitter(CEmitter):
             self.stmt(_subst(s.body, {s.var: IntImm(i)}, self.ranges), ind)
         return True
 
-    def _vstmt(self, s: Stmt, lane: Var, dtype: str, w: int, ind: int) -> None:
+    def vector_stmt(self, s: Stmt, lane: Var, dtype: str, w: int, ind: int) -> None:
+        """Emit ``s`` as ``w``-lane vector code over ``lane``: stores, sequences and ifs
+        whose condition does not vary with the lane. Raises NotVectorizable for anything
+        else; callers emit inside ``tentative()`` and fall back to scalar code.
+
+        Example:
+            >>> with em.tentative():
+            ...     em.vector_stmt(store, lane, "float32", 16, ind=2)
+        """
         if isinstance(s, Seq):
             for x in s.stmts:
-                self._vstmt(x, lane, dtype, w, ind)
+                self.vector_stmt(x, lane, dtype, w, ind)
         elif isinstance(s, IfThenElse):
             if self._varies(s.cond, lane) or s.else_ is not None:
-                raise _NoVec
+                raise NotVectorizable
             self.emit(f"if ({self.expr(s.cond)}) {{", ind)
-            self._vstmt(s.then, lane, dtype, w, ind + 1)
+            self.vector_stmt(s.then, lane, dtype, w, ind + 1)
             self.emit("}", ind)
         elif isinstance(s, Allocate):   # a buffer local to each lane, such as a pad's
             if not self._privatize(s, lane, dtype, w, ind):
-                self.allocate(s, ind, lambda x, i: self._vstmt(x, lane, dtype, w, i))
+                self.allocate(s, ind, lambda x, i: self.vector_stmt(x, lane, dtype, w, i))
         elif isinstance(s, BufferStore):
             flat = self.flat(s.buffer, s.indices)
             if s.buffer in self.private:   # each lane's own copy: a vector variable
                 if not isinstance(flat, IntImm):
-                    raise _NoVec
+                    raise NotVectorizable
                 self.vind = ind
                 self.emit(f"{self.private[s.buffer][flat.value]} = "
-                          f"{self._vec(s.value, lane, dtype, w)};", ind)
+                          f"{self.as_vector(s.value, lane, dtype, w)};", ind)
                 return
             target = self._vaccess(s.buffer, flat, lane, w)
             if target is None:
-                raise _NoVec
+                raise NotVectorizable
             self.vind = ind   # where a guarded load fills its vector (guarded_load.py)
             val, is_vec = self._vexpr(s.value, lane, dtype, w)
             if not is_vec:
@@ -225,7 +229,7 @@ class SimdEmitter(CEmitter):
             else:
                 self.emit(f"tt_st_{vector_type(dtype, w)[3:]}(&{target}, {val});", ind)
         else:
-            raise _NoVec
+            raise NotVectorizable
 
     def _varies(self, e: Expr, lane: Var) -> bool:
         """Whether ``e`` may differ between lanes: it holds the lane or reads a lane's own
@@ -253,7 +257,7 @@ class SimdEmitter(CEmitter):
         for var in self.private[b].values():
             self.emit(f"{vt} {var};", ind)
         try:
-            self._vstmt(s.body, lane, dtype, w, ind)
+            self.vector_stmt(s.body, lane, dtype, w, ind)
         finally:
             del self.private[b]
         return True
@@ -270,7 +274,7 @@ class SimdEmitter(CEmitter):
             tile = self.promoted[buf]
             where = tile.at(base.value) if isinstance(base, IntImm) else None
             if where is None or where[1] or tile.widths[where[0]] != w:
-                raise _NoVec
+                raise NotVectorizable
             return f"{tile.name}_r{where[0]}"
         return f"{self.bufname[buf]}[{self.expr(base)}]"
 
@@ -278,18 +282,18 @@ class SimdEmitter(CEmitter):
         if isinstance(e, BufferLoad) and e.buffer in self.private:
             flat = self.flat(e.buffer, e.indices)
             if not isinstance(flat, IntImm):
-                raise _NoVec
+                raise NotVectorizable
             return self.private[e.buffer][flat.value], True
         if not self._varies(e, lane):
             return self.expr(e), False
         vt = vector_type(dtype, w)
         if isinstance(e, BufferLoad):
             if e.dtype != dtype:
-                raise _NoVec
+                raise NotVectorizable
             flat = self.flat(e.buffer, e.indices)
             acc = self._vaccess(e.buffer, flat, lane, w)
             if acc is None:
-                raise _NoVec
+                raise NotVectorizable
             return (acc, True) if e.buffer in self.promoted else (
                 f"tt_ld_{vt[3:]}(&{acc})", True)
         if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("+", "-", "*", "/"):
@@ -302,11 +306,11 @@ class SimdEmitter(CEmitter):
                 return f"({a} * ({c_float(1.0, dtype)} / {b}))", True
             return f"({a} {e.op} {b})", True
         if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("min", "max"):
-            a, b = self._vec(e.a, lane, dtype, w), self._vec(e.b, lane, dtype, w)
+            a, b = self.as_vector(e.a, lane, dtype, w), self.as_vector(e.b, lane, dtype, w)
             return f"tt_v{e.op}_{vt[3:]}({a}, {b})", True
         if isinstance(e, Call) and (e.name in LANE_CALLS or
                                     (e.name in POLY_CALLS and dtype == "float32")):
-            return f"tt_v{e.name}_{vt[3:]}({self._vec(e.args[0], lane, dtype, w)})", True
+            return f"tt_v{e.name}_{vt[3:]}({self.as_vector(e.args[0], lane, dtype, w)})", True
         if isinstance(e, Select) and e.dtype == dtype:
             c = e.cond
             varies = self._varies(c, lane)
@@ -314,20 +318,26 @@ class SimdEmitter(CEmitter):
                 name = guarded_load(self, e, lane, w, self.vind)
                 if name is not None:
                     return name, True
-            t, f = self._vec(e.t, lane, dtype, w), self._vec(e.f, lane, dtype, w)
+            t, f = self.as_vector(e.t, lane, dtype, w), self.as_vector(e.f, lane, dtype, w)
             if not varies:
                 return f"({self.expr(c)} ? {t} : {f})", True
             # A lane-dependent select evaluates both branches in every lane; a guarded load
             # (padding) would then read outside its buffer, so only load-free branches.
             if any(isinstance(x, BufferLoad) for br in (e.t, e.f) for x in iter_exprs(br)):
-                raise _NoVec
+                raise NotVectorizable
             if isinstance(c, BinOp) and c.op in ("<", "<=", ">", ">=", "==", "!=") \
                     and c.a.dtype == dtype:
-                a, b = self._vec(c.a, lane, dtype, w), self._vec(c.b, lane, dtype, w)
+                a, b = self.as_vector(c.a, lane, dtype, w), self.as_vector(c.b, lane, dtype, w)
                 return f"tt_vsel_{vt[3:]}(({a} {c.op} {b}), {t}, {f})", True
-        raise _NoVec
+        raise NotVectorizable
 
-    def _vec(self, e: Expr, lane: Var, dtype: str, w: int) -> str:
+    def as_vector(self, e: Expr, lane: Var, dtype: str, w: int) -> str:
+        """The C of ``e`` as a ``w``-lane vector over ``lane``; a value that does not vary
+        with the lane is broadcast. Raises NotVectorizable when ``e`` has no vector form.
+
+        Example:
+            >>> em.as_vector(x_load, lane, "float32", 16)   # 'tt_ld_f32x16(&x[i * 64])'
+        """
         code, is_vec = self._vexpr(e, lane, dtype, w)
         return code if is_vec else f"(({vector_type(dtype, w)}){{}} + ({code}))"
 

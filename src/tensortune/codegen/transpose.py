@@ -38,6 +38,7 @@ from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes, is_flo
 from ..tir.functor import free_vars, iter_exprs, substitute
 from ..tir.linear import linear, linear_parts
 from ..tir.stmt import Buffer, BufferStore, For, ForKind, Stmt
+from .c import NotVectorizable
 from .c_header import vector_type
 
 if TYPE_CHECKING:
@@ -115,8 +116,6 @@ def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var
           extent: int, w: int, ind: int) -> bool:
     """The transposed block's C, one chunk of ``w`` lanes at a time; False (nothing
     emitted) when a value has no vector form."""
-    from .simd import _NoVec
-
     rows, dtype = len(stores), buf.dtype
     vt, size = vector_type(dtype, w), dtype_bytes(dtype)
     lane = Var("lane")
@@ -125,7 +124,7 @@ def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var
         with em.tentative():
             for c in range(extent // w):
                 at = BinOp("+", IntImm(c * w), lane, "int32")
-                vals = [em._vec(simplify(substitute(v, {lv: at}), em.ranges), lane, dtype, w)
+                vals = [em.as_vector(simplify(substitute(v, {lv: at}), em.ranges), lane, dtype, w)
                         for _, v in stores]
                 em.emit("{ " + " ".join(f"{vt} t{k} = {v};" for k, v in enumerate(vals)),
                         ind)
@@ -137,7 +136,7 @@ def _emit(em: SimdEmitter, buf: Buffer, stores: list[tuple[Expr, Expr]], lv: Var
                     em.emit(f"  memcpy(&{em.bufname[buf]}[{em.expr(addr)}], "
                             f"(const char*)&t{r} + {q * rows * size}, {rows * size});", ind)
                 em.emit("}", ind)
-    except _NoVec:
+    except NotVectorizable:
         return False
     register_zips(em, dtype, w, rows)
     return True
