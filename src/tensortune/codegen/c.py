@@ -61,6 +61,7 @@ from .unswitch import COPY
 
 STACK_LIMIT = 64 * 1024  # larger local buffers go to the heap
 
+
 class NotVectorizable(Exception):
     """Raised by the SIMD emitter (``simd.SimdEmitter``) and its helpers when a loop body
     is not expressible with vector operations; the caller emits it again without them."""
