@@ -112,10 +112,10 @@ class CEmitter:
         self.ws_size = [0, 0]
         used: set[str] = set()
         for b in (*func.params, *func.alloc_buffers):
-            self._name_buffer(b, used)
+            self.name_buffer(b, used)
         self.used = used
 
-    def _name_buffer(self, b: Buffer, used: set[str]) -> str:
+    def name_buffer(self, b: Buffer, used: set[str]) -> str:
         n, base, k = c_ident(b.name), c_ident(b.name), 1
         while n in used:
             n, k = f"{base}_{k}", k + 1
@@ -241,7 +241,7 @@ class CEmitter:
         """Declare ``s``'s buffer and emit its body with ``body`` (``stmt`` unless given:
         a vector loop's body emits its statements as vectors)."""
         b = s.buffer
-        name = self._name_buffer(b, self.used)
+        name = self.name_buffer(b, self.used)
         ct = CTYPE[b.dtype]
         nbytes = b.size * dtype_bytes(b.dtype)
         emit_body = body or self.stmt

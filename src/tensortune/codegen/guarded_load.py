@@ -57,7 +57,7 @@ def guarded_load(em: SimdEmitter, e: Select, lane: Var, w: int, ind: int) -> str
                 or is_float(term.a.dtype) \
                 or linear_parts(BinOp("-", term.a, term.b, "int32"), {lane}) is None:
             return None
-    acc = em._vaccess(t.buffer, em.flat(t.buffer, t.indices), lane, w)
+    acc = em.vector_access(t.buffer, em.flat(t.buffer, t.indices), lane, w)
     if acc is None:
         return None
     ends = [simplify(substitute(e.cond, {lane: IntImm(k)}), em.ranges) for k in (0, w - 1)]

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..tir.arith import simplify
+from ..tir.arith import simplify, substitute_simplified
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Var, dtype_bytes
 from ..tir.functor import loads_in, rewrite_expr, rewrite_stmt, stores_in, substitute
 from ..tir.linear import linear_parts
@@ -161,7 +161,7 @@ def _emit(em: SimdEmitter, chunks: list[Chunk], lane: Var, ind: int, scalar: boo
     em.emit("{", ind)
     for _, arrays, w in chunks:
         for (b, k), arr in arrays.items():
-            name = em._name_buffer(arr, em.used)
+            name = em.name_buffer(arr, em.used)
             vec = f"{em.promoted[b].name}_r{k}"
             em.emit(f"{CTYPE[b.dtype]} {name}[{w}] __attribute__((aligned(64)));", ind + 1)
             # Without it gcc kept 3 of a GMM tile's 12 accumulators in their stack
@@ -223,8 +223,6 @@ def _chunk(em: SimdEmitter, s: For, at: int, lane: Var) -> Chunk:
     """The body for lanes ``at + lane`` with each tile read replaced by a read of a stack
     array, those arrays by (tile, vector), and the chunk's width: every tile read must be
     a whole vector of the tile starting at this chunk's first lane, all of one width."""
-    from .simd import _subst
-
     first: dict[Var, Expr] = {s.var: BinOp("+", IntImm(at), lane, "int32")}
     em.ranges[lane] = (0, 1)   # the first lane's address tells which vector is read
     widths = {_vector_at(em, x.buffer, substitute(x.buffer.flat_index(x.indices), first),
@@ -236,7 +234,7 @@ def _chunk(em: SimdEmitter, s: For, at: int, lane: Var) -> Chunk:
     if width < MIN_LANES or at + width > s.extent:
         raise _Skip
     em.ranges[lane] = (0, width - 1)
-    body = _subst(s.body, first, em.ranges)
+    body = substitute_simplified(s.body, first, em.ranges)
     arrays: dict[tuple[Buffer, int], Buffer] = {}
 
     def swap(e: Expr) -> Expr | None:

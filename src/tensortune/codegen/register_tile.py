@@ -51,7 +51,7 @@ def promote(em: SimdEmitter, s: Allocate, ind: int) -> bool:
             continue
         if vec_loop is None or set(aff[0]) != {vec_loop.var} or aff[0][vec_loop.var] != 1:
             return False
-        plan = em._plan(vec_loop, lanes)
+        plan = em.plan(vec_loop, lanes)
         if plan is None or not 0 <= aff[1] <= b.size - vec_loop.extent:
             return False
         for off, w in plan:

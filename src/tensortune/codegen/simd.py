@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..tir.arith import simplify
+from ..tir.arith import substitute_simplified
 from ..tir.expr import BinOp, BufferLoad, Call, Expr, IntImm, Select, Var, is_float
-from ..tir.functor import free_vars, iter_exprs, loads_in, rewrite_stmt, stores_in, substitute, walk
+from ..tir.functor import free_vars, iter_exprs, loads_in, stores_in, walk
 from ..tir.linear import linear_parts
 from ..tir.stmt import Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt
 from .c import CEmitter, NotVectorizable
@@ -121,7 +121,7 @@ class SimdEmitter(CEmitter):
             return self._scalar_unroll_if_promoted(s, ind)
         dtype = dtypes.pop()
         lanes = self.target.lanes(dtype)
-        plan = self._plan(s, lanes)
+        plan = self.plan(s, lanes)
         tail = 0
         widths = _widths(lanes)
         if plan is None and widths:
@@ -129,7 +129,7 @@ class SimdEmitter(CEmitter):
             # but for the last few elements (it was all scalar: a GELU over rows of 77
             # called tanhf per element and ran 10x slower than PyTorch, RESULTS.md).
             tail = s.extent % widths[-1]
-            plan = self._plan(s, lanes, s.extent - tail) if s.extent > tail else None
+            plan = self.plan(s, lanes, s.extent - tail) if s.extent > tail else None
         if plan is None:
             return self._scalar_unroll_if_promoted(s, ind)
         lane = Var("lane")
@@ -154,21 +154,23 @@ class SimdEmitter(CEmitter):
                         self.emit("#pragma GCC unroll 1", ind)
                     self.emit(f"for (int32_t {cv} = 0; {cv} < {chunks}; ++{cv}) {{", ind)
                     at = BinOp("+", BinOp("*", c, IntImm(w), "int32"), lane, "int32")
-                    self.vector_stmt(_subst(s.body, {s.var: at}), lane, dtype, w, ind + 1)
+                    body = substitute_simplified(s.body, {s.var: at})
+                    self.vector_stmt(body, lane, dtype, w, ind + 1)
                     self.emit("}", ind)
                     rest = plan[chunks:]
                 for off, w in rest:
                     self.ranges[lane] = (0, w - 1)
-                    body = _subst(s.body, {s.var: BinOp("+", IntImm(off), lane, "int32")})
+                    at = BinOp("+", IntImm(off), lane, "int32")
+                    body = substitute_simplified(s.body, {s.var: at})
                     self.vector_stmt(body, lane, dtype, w, ind)
                 for k in range(s.extent - tail, s.extent):
-                    self.stmt(_subst(s.body, {s.var: IntImm(k)}, self.ranges), ind)
+                    self.stmt(substitute_simplified(s.body, {s.var: IntImm(k)}, self.ranges), ind)
         except NotVectorizable:
             return self._scalar_unroll_if_promoted(s, ind)
         self.vtypes.update((dtype, w) for _, w in plan)
         return True
 
-    def _plan(self, s: For, lanes: int, extent: int | None = None
+    def plan(self, s: For, lanes: int, extent: int | None = None
               ) -> tuple[tuple[int, int], ...] | None:
         # A buffer the kernel reads back in vectors is written in vectors no wider than
         # the widest read: stored 16 lanes at a time and read back 8 (DEP's padded copy
@@ -184,7 +186,7 @@ class SimdEmitter(CEmitter):
         if lane_loop(self, s, ind):   # a write-back through strided stores
             return True
         for i in range(s.extent):
-            self.stmt(_subst(s.body, {s.var: IntImm(i)}, self.ranges), ind)
+            self.stmt(substitute_simplified(s.body, {s.var: IntImm(i)}, self.ranges), ind)
         return True
 
     def vector_stmt(self, s: Stmt, lane: Var, dtype: str, w: int, ind: int) -> None:
@@ -217,7 +219,7 @@ class SimdEmitter(CEmitter):
                 self.emit(f"{self.private[s.buffer][flat.value]} = "
                           f"{self.as_vector(s.value, lane, dtype, w)};", ind)
                 return
-            target = self._vaccess(s.buffer, flat, lane, w)
+            target = self.vector_access(s.buffer, flat, lane, w)
             if target is None:
                 raise NotVectorizable
             self.vind = ind   # where a guarded load fills its vector (guarded_load.py)
@@ -251,7 +253,7 @@ class SimdEmitter(CEmitter):
             if not isinstance(flat, IntImm):
                 return False
             places.add(flat.value)
-        name = self._name_buffer(b, self.used)
+        name = self.name_buffer(b, self.used)
         vt = vector_type(dtype, w)
         self.private[b] = {c: f"{name}_p{c}" for c in sorted(places)}
         for var in self.private[b].values():
@@ -262,7 +264,7 @@ class SimdEmitter(CEmitter):
             del self.private[b]
         return True
 
-    def _vaccess(self, buf: Buffer, flat: Expr, lane: Var, w: int) -> str | None:
+    def vector_access(self, buf: Buffer, flat: Expr, lane: Var, w: int) -> str | None:
         """The vector lvalue/rvalue for a contiguous access, None if not contiguous.
         Terms without the lane are opaque: ``f // 16 * 6272 + lane`` is contiguous (a
         fused parallel loop's div/mod once sent whole write-backs to scalar stores)."""
@@ -291,7 +293,7 @@ class SimdEmitter(CEmitter):
             if e.dtype != dtype:
                 raise NotVectorizable
             flat = self.flat(e.buffer, e.indices)
-            acc = self._vaccess(e.buffer, flat, lane, w)
+            acc = self.vector_access(e.buffer, flat, lane, w)
             if acc is None:
                 raise NotVectorizable
             return (acc, True) if e.buffer in self.promoted else (
@@ -382,7 +384,3 @@ def _read_widths(body: Stmt, target: Target) -> dict[Buffer, int]:
 def _touched(s: Stmt) -> set[Buffer]:
     """The buffers ``s`` stores to or loads from."""
     return {st.buffer for st in stores_in(s)} | {x.buffer for x in loads_in(s)}
-
-
-def _subst(s: Stmt, vmap: dict[Var, Expr], ranges: dict | None = None) -> Stmt:
-    return rewrite_stmt(s, expr_fn=lambda e: simplify(substitute(e, vmap), ranges))

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from .expr import BinOp, Expr, FloatImm, IntImm, Not, Select, Var, as_int, is_float
-from .functor import free_vars, map_children
+from .functor import free_vars, map_children, rewrite_stmt, substitute
 from .linear import from_linear, linear, merge_divmod
-from .stmt import flat_index
+from .stmt import Stmt, flat_index
 
 Ranges = dict[Var, tuple[int, int]]
 Affine = tuple[dict[Var, int], int]
@@ -299,6 +299,16 @@ def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     """Fold constants, canonicalise affine index arithmetic, remove provably redundant
     division, modulo, min/max and comparisons."""
     return _simplify(e, ranges or {})
+
+
+def substitute_simplified(s: Stmt, vmap: dict[Var, Expr], ranges: Ranges | None = None
+                          ) -> Stmt:
+    """``s`` with the variables of ``vmap`` replaced and every expression simplified
+    (over ``ranges``): how the C emitter writes one copy of an unrolled loop's body.
+
+    >>> copy = substitute_simplified(loop.body, {loop.var: IntImm(3)})   # iteration 3
+    """
+    return rewrite_stmt(s, expr_fn=lambda e: simplify(substitute(e, vmap), ranges))
 
 
 def _simplify(e: Expr, r: Ranges) -> Expr:
