@@ -469,3 +469,27 @@ def test_retargeting_buffers_in_one_walk_matches_one_at_a_time(e, shifts):
     want = rewrite_expr(e, lambda x: BufferLoad(by[x.buffer][0], by[x.buffer][1](x.indices))
                         if isinstance(x, BufferLoad) and x.buffer in by else None)
     assert stmt_str(got) == stmt_str(BufferStore(out, (_VARS[0],), want))
+
+
+@settings(max_examples=100, deadline=None)
+@given(extents=st.lists(st.integers(1, 9), min_size=1, max_size=4),
+       offset=st.integers(0, 50), past=st.booleans())
+def test_delinearize_gives_the_row_major_index_of_every_position(extents, offset, past):
+    """``delinearize`` (what ``fuse`` binds each loop to, and a gathered copy's rows)
+    gives the row-major index of every flat position, of an offset flat index too, whose
+    outermost index may run past its extent (it has no modulo)."""
+    from tensortune.tir.arith import delinearize, evaluate_grid
+
+    f = Var("f")
+    total = int(np.prod(extents))
+    if not past:
+        offset = min(offset, total - 1)
+    hi = 3 * total if past else total - 1 - offset
+    got = delinearize(f + offset, extents, {f: (0, hi)})
+    flat = np.arange(hi + 1) + offset
+    assert len(got) == len(extents)
+    for k, e in enumerate(got):
+        inner = int(np.prod(extents[k + 1:]))
+        want = flat // inner if k == 0 else flat // inner % extents[k]
+        values = evaluate_grid(e, {f: np.arange(hi + 1)})
+        np.testing.assert_array_equal(np.broadcast_to(values, want.shape), want)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, NamedTuple
 
-from ..tir.arith import simplify
+from ..tir.arith import delinearize, simplify
 from ..tir.expr import BinOp, BufferLoad, Expr, IntImm, Select, Var, dtype_bytes, is_float
 from ..tir.functor import free_vars, iter_exprs, rewrite_expr, substitute
 from ..tir.linear import linear_parts
@@ -158,13 +158,8 @@ def _row_value(value: _Computed, first: Expr, k: int, regs: Buffer, ranges: dict
     gathered load replaced by row ``k`` of the transposed registers (``regs``), the chain
     loops by their values at that row."""
     expr, load, loops, _ = value
-    at: Expr = simplify(BinOp("+", first, IntImm(k), "int32"), ranges)
-    vals: dict[Var, Expr] = {}
-    for i, f in enumerate(reversed(loops)):
-        outer = i == len(loops) - 1
-        vals[f.var] = at if outer else simplify(BinOp("%", at, IntImm(f.extent), "int32"),
-                                                ranges)
-        at = simplify(BinOp("//", at, IntImm(f.extent), "int32"), ranges)
+    at = simplify(BinOp("+", first, IntImm(k), "int32"), ranges)
+    vals = {f.var: e for f, e in zip(loops, delinearize(at, [f.extent for f in loops], ranges))}
     swapped = rewrite_expr(expr, lambda e: BufferLoad(regs, (IntImm(k),))
                            if e is load else None)
     return simplify(substitute(swapped, vals), ranges)

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from ..errors import ScheduleError, check
 from ..tir.analysis import conjunction
-from ..tir.arith import simplify
+from ..tir.arith import delinearize, simplify
 from ..tir.expr import BinOp, Expr, IntImm, Var
 from ..tir.functor import rewrite_stmt, substitute
 from ..tir.stmt import LOOP_ANNOTATIONS, Block, For, ForKind, PrimFunc, Stmt
@@ -103,15 +103,9 @@ def fuse(func: PrimFunc, vars_: list[Var]) -> tuple[PrimFunc, Var]:
         loops.append(inner)
     extent = math.prod(lp.extent for lp in loops)
     f = Var("_".join(v.name for v in vars_) + "_f")
-    vmap: dict[Var, Expr] = {}
-    stride = 1
-    for lp in reversed(loops):
-        e: Expr = BinOp("//", f, IntImm(stride), "int32") if stride > 1 else f
-        vmap[lp.var] = BinOp("%", e, IntImm(lp.extent), "int32") if stride * lp.extent < extent \
-            else e
-        stride *= lp.extent
     ranges = {f: (0, extent - 1)}
-    body = _rebind(loops[-1].body, {v: simplify(e, ranges) for v, e in vmap.items()}, ranges)
+    at = delinearize(f, [lp.extent for lp in loops], ranges)
+    body = _rebind(loops[-1].body, {lp.var: e for lp, e in zip(loops, at)}, ranges)
     return replace_loop(func, vars_[0], lambda _: For(f, extent, body)), f
 
 

@@ -301,6 +301,25 @@ def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     return _simplify(e, ranges or {})
 
 
+def delinearize(flat: Expr, extents: list[int], ranges: Ranges | None = None) -> list[Expr]:
+    """The index along each of ``extents`` (outermost first) of the flat row-major index
+    ``flat``, simplified over ``ranges``: ``flat // stride % extent``, the outermost
+    without the modulo, so a flat index past the end runs on in it (what ``fuse`` binds
+    each fused loop to).
+
+    >>> delinearize(f, [4, 8])      # [f // 8, f % 8]
+    """
+    out: list[Expr] = []
+    stride = 1
+    for k in range(len(extents) - 1, -1, -1):
+        e: Expr = BinOp("//", flat, IntImm(stride), "int32") if stride > 1 else flat
+        if k > 0:
+            e = BinOp("%", e, IntImm(extents[k]), "int32")
+        out.append(simplify(e, ranges))
+        stride *= extents[k]
+    return out[::-1]
+
+
 def substitute_simplified(s: Stmt, vmap: dict[Var, Expr], ranges: Ranges | None = None
                           ) -> Stmt:
     """``s`` with the variables of ``vmap`` replaced and every expression simplified
