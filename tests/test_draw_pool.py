@@ -202,3 +202,22 @@ def test_a_failing_request_raises_and_leaves_the_pool_usable():
         # Every reply of the failed request was read: the next one gets its own.
         after = pool.draw(good)
     assert [d.program for d in after] == [d.program for d in before]
+
+
+def test_workers_leave_on_their_own_when_closed_or_hung_up_on():
+    """A closed pool's workers exit by themselves with status 0 (``os._exit``, which skips
+    freeing the replay cache), not killed on the close's timeout; a worker whose caller
+    hangs up without a word (a caller that died) leaves too, instead of lingering."""
+    pool = DrawPool(FUNC, SPACES, GEN.postprocs, workers=2)
+    assert len(_propose(ReplayTrace(), pool, 5, 4)) == 4   # the workers hold a cache now
+    procs = list(pool._procs)
+    pool.close()
+    assert [p.returncode for p in procs] == [0, 0]        # a kill would read -9
+
+    pool = DrawPool(FUNC, SPACES, GEN.postprocs, workers=2)
+    assert len(_propose(ReplayTrace(), pool, 6, 4)) == 4
+    procs, conns = list(pool._procs), list(pool._conns)
+    pool._procs, pool._conns = [], []
+    for conn in conns:
+        conn.close()
+    assert [p.wait(30) for p in procs] == [0, 0]
