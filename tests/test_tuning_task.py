@@ -235,9 +235,9 @@ def test_a_candidate_whose_c_is_over_the_size_limit_is_a_recorded_error(tmp_path
     """C longer than ``SEARCH_SOURCE_LIMIT`` is not compiled: the candidate is stored as a
     codegen error that names the limit, and the search goes on to its next candidates
     (here every one, with the limit at 2 KB; GMM's sources are 8-20 KB). The draw
-    workers' ``emit_one`` applies the same limit."""
+    workers' ``emit_one`` applies the same limit (both write C through ``candidate_c``)."""
+    import tensortune.measure.builder as builder
     import tensortune.search.draw_pool as draw_pool
-    import tensortune.search.tuning_task as tuning_task
     from tensortune.measure.builder import write_c
 
     f = FUNCS["gmm"]
@@ -248,7 +248,7 @@ def test_a_candidate_whose_c_is_over_the_size_limit_is_a_recorded_error(tmp_path
     cut, why = write_c(lambda: sch.func, tt.Target.host(), len(source) - 1)
     assert cut is None and "SEARCH_SOURCE_LIMIT" in why
 
-    monkeypatch.setattr(tuning_task, "SEARCH_SOURCE_LIMIT", 2048)
+    monkeypatch.setattr(builder, "SEARCH_SOURCE_LIMIT", 2048)   # every search path reads it
     db = Database(tmp_path / "t.db")
     res = tt.tune(f, trials=4, database=db, strategy="replay", seed=0, draw_workers=0,
                   retime_top=0)
@@ -256,6 +256,5 @@ def test_a_candidate_whose_c_is_over_the_size_limit_is_a_recorded_error(tmp_path
     assert res.trials == 4 and res.errors == 4 and len(recs) == 4
     assert all(r.error_kind == "codegen" and "SEARCH_SOURCE_LIMIT" in r.error_msg
                for r in recs)
-    monkeypatch.setattr(draw_pool, "SEARCH_SOURCE_LIMIT", 2048)
     written = draw_pool.emit_one(res.func, [], [], recs[0].trace, tt.Target.host(), None)
     assert written[0] is None and "SEARCH_SOURCE_LIMIT" in written[1]

@@ -107,6 +107,18 @@ def write_c(program: Callable[[], PrimFunc], target: Target, limit: int | None =
     return source, None
 
 
+def candidate_c(program: Callable[[], PrimFunc], target: Target
+                ) -> tuple[str | None, str | None]:
+    """``write_c`` for a searched candidate: C over ``SEARCH_SOURCE_LIMIT`` is a failure
+    (what every path of the search that writes C uses: the tuning task and the draw
+    workers).
+
+    Example:
+        >>> source, error = candidate_c(lambda: cand.sch.func, Target.host())
+    """
+    return write_c(program, target, SEARCH_SOURCE_LIMIT)
+
+
 # The most given sources a tuning run's builder compiles as one unit (``share``). Four:
 # units of four from a tuning run's batches took 0.87-0.91 (C3D) and 0.78-1.05 (T2D) of
 # the gcc CPU of separate builds over four alternating rounds (RESULTS.md). Larger units

@@ -43,7 +43,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..codegen import Target
-from ..measure.builder import SEARCH_SOURCE_LIMIT, write_c
+from ..measure.builder import candidate_c
 from ..measure.process import spawn
 from ..schedule import Schedule, Trace
 from ..space import Postproc, sample
@@ -248,8 +248,8 @@ def emit_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], ite
     makes it."""
     t0 = time.perf_counter()
     if isinstance(item, str):
-        source, error = write_c(lambda: Schedule.from_trace(func, item, verify=False).func,
-                                target, SEARCH_SOURCE_LIMIT)
+        source, error = candidate_c(
+            lambda: Schedule.from_trace(func, item, verify=False).func, target)
         return source, error, time.perf_counter() - t0, item
     replayed: list[Schedule] = []
 
@@ -261,6 +261,6 @@ def emit_one(func: PrimFunc, spaces: list[Trace], postprocs: list[Postproc], ite
         replayed.append(sch)
         return sch.func
 
-    source, error = write_c(program, target, SEARCH_SOURCE_LIMIT)
+    source, error = candidate_c(program, target)
     trace = replayed[0].trace.as_json() if replayed else ""
     return source, error, time.perf_counter() - t0, trace

@@ -24,7 +24,7 @@ from ..cost_model import LGBMModel
 from ..database import Database, TuningRecord
 from ..errors import TensorTuneError
 from ..measure import BuildInput, BuildResult, LoadGuard, LocalBuilder, LocalRunner
-from ..measure.builder import SEARCH_SOURCE_LIMIT, source_hash, write_c
+from ..measure.builder import candidate_c, source_hash
 from ..reference import CheckError, check_close, evaluate, given_case, reference_case
 from ..rewrite import rewrite as rewritten_form
 from ..space import PostOrderApply, ScheduleFn, SpaceGenerator
@@ -165,8 +165,8 @@ class TuningTask:
         out: list[Emitted] = []
         for c in batch:
             t0 = time.perf_counter()
-            source, error = write_c(lambda c=c: c.sch.func,  # type: ignore[misc]
-                                    target, SEARCH_SOURCE_LIMIT)
+            source, error = candidate_c(lambda c=c: c.sch.func,  # type: ignore[misc]
+                                        target)
             out.append((source, error, time.perf_counter() - t0))
         return out
 
