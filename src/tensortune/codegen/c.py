@@ -116,6 +116,12 @@ class CEmitter:
         self.used = used
 
     def name_buffer(self, b: Buffer, used: set[str]) -> str:
+        """Give ``b`` a C identifier not in ``used`` (its name, suffixed ``_1``, ``_2``...
+        on a clash), record it in ``bufname`` and ``used``, and return it.
+
+        Example:
+            >>> em.name_buffer(buf, em.used)    # "pad", or "pad_1" if taken
+        """
         n, base, k = c_ident(b.name), c_ident(b.name), 1
         while n in used:
             n, k = f"{base}_{k}", k + 1

@@ -172,6 +172,13 @@ class SimdEmitter(CEmitter):
 
     def plan(self, s: For, lanes: int, extent: int | None = None
               ) -> tuple[tuple[int, int], ...] | None:
+        """(offset, width) of the vectors loop ``s`` (its first ``extent`` iterations)
+        is emitted as (``chunk_plan``), no wider than the kernel reads back what ``s``
+        stores; None when it has no vector form.
+
+        Example:
+            >>> em.plan(loop, 16)    # ((0, 16), (16, 16), (32, 16), (48, 8)) for 56
+        """
         # A buffer the kernel reads back in vectors is written in vectors no wider than
         # the widest read: stored 16 lanes at a time and read back 8 (DEP's padded copy
         # under an 8-lane tile) it ran 1.25x slower than stored 8 at a time (RESULTS.md).
