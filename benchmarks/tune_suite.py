@@ -151,7 +151,7 @@ def suite(args: argparse.Namespace) -> None:
         thg = flops / tht / 1e9 if thf else None
         row = [name.upper()] + [f"{v:.1f}" for v in g + gc] + [
             f"{100 * gr / peak:.1f}", f"{roof.gbytes_per_s(ours[-1]):.1f}",
-            f"{roof.percent(gr):.1f}", f"{res.seconds:.0f}",
+            f"{roof.percent_at(ours[-1]):.1f}", f"{res.seconds:.0f}",
             f"{res.trials / res.seconds:.2f}", str(res.errors), str(res.twins),
             f"{npg:.1f}" if npg else "-", f"{thg:.1f}" if thg else "-",
             f"{gr / thg:.2f}x" if thg else "-"]

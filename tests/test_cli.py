@@ -107,6 +107,25 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
     assert "not a usable tensortune database" in capsys.readouterr().err
 
 
+def test_tune_a_function_that_only_moves_data(tmp_path, capsys):
+    # A transpose has no FLOPs: the live display and the summary give GB/s and the share
+    # of the read bandwidth (GFLOP/s would be 0, and its share of a 0 bound undefined).
+    ops = tmp_path / "moves.py"
+    ops.write_text(
+        "from tensortune import te\n"
+        "def transpose():\n"
+        "    A = te.placeholder((48, 40), name='A')\n"
+        "    B = te.compute((40, 48), lambda i, j: A[j, i], name='B')\n"
+        "    return te.create_func([A, B], name='transpose')\n")
+    assert main(["tune", f"{ops}:transpose", "--trials", "2"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no floating-point work: bound by the read bandwidth" in out
+    assert "GB/s (" in out and "% of bound)" in out and "GFLOP/s (" not in out
+    assert "- (no floating-point work)" in out
+    row = next(r for r in out.split("│ % roofline")[1:])
+    assert float(row.split("│")[1]) > 0
+
+
 def test_tune_model_from_a_user_file(tmp_path, capsys):
     import pytest
 

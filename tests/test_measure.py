@@ -336,3 +336,30 @@ def test_a_run_may_ask_for_its_own_timing_loop_length(data):
     assert took >= 0.06
     # The override is for that run only: it leaves the runner's own setting as it was.
     assert r.min_repeat_s == 0.001
+
+
+def test_integer_outputs_are_filled_so_that_an_unwritten_element_fails():
+    from tensortune.measure.worker import unwritten
+    from tensortune.reference import CheckError, check_close
+
+    assert np.isnan(unwritten(np.dtype("float32")))
+    assert unwritten(np.dtype("int32")) == -(2 ** 31)
+    ref = np.arange(6, dtype=np.float64).reshape(2, 3)
+    out = ref.astype(np.int32)
+    out[1, 2] = unwritten(out.dtype)
+    with pytest.raises(CheckError, match=r"mismatch at index \(1, 2\)"):
+        check_close(out, ref)
+
+
+def test_an_integer_function_tunes_and_its_kernel_is_exact():
+    # Its outputs used to be filled with NaN before each run, which NumPy cannot store in
+    # an int32 array: every candidate failed.
+    A = tt.te.placeholder((30, 20), name="A", dtype="int32")
+    B = tt.te.placeholder((30, 20), name="B", dtype="int32")
+    C = tt.te.compute((30, 20), lambda i, j: A[i, j] * 3 + B[i, j], name="C")
+    func = tt.te.create_func([A, B, C], name="axpy_i32")
+    res = tt.tune(func, trials=2)
+    assert res.errors == 0 and res.record is not None
+    rng = np.random.default_rng(5)
+    a, b = (rng.integers(-1000, 1000, size=(30, 20)).astype(np.int32) for _ in range(2))
+    np.testing.assert_array_equal(res.kernel(a, b), a * 3 + b)

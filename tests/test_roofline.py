@@ -23,15 +23,30 @@ def test_a_norm_is_bound_by_reading_and_a_matmul_by_fmas():
     assert nrm.intensity == pytest.approx(4.19e6 / (8 << 20))
     assert nrm.bound == pytest.approx(nrm.intensity * 60.0)
     assert nrm.binding == "read bandwidth (L3)"
-    assert nrm.percent(nrm.bound / 2) == pytest.approx(50.0)
+    # A kernel twice the least time reads 50%: half the bound's GFLOP/s.
+    assert nrm.seconds == pytest.approx(4.19e6 / (nrm.bound * 1e9))
+    assert nrm.percent_at(2 * nrm.seconds) == pytest.approx(50.0)
     assert "read bandwidth (L3)" in nrm.describe() and "8.0 MiB" in nrm.describe()
     # GMM 1024^3: 171 FLOP/byte, far right of the ridge.
     gmm = Roofline(peak=236.0, bandwidth=60.0, flops=2.15e9, nbytes=12 << 20)
     assert gmm.bound == 236.0 and gmm.binding == "FMA peak"
-    assert gmm.percent(118.0) == pytest.approx(50.0)
+    assert gmm.percent_at(2.15e9 / 118.0e9) == pytest.approx(50.0)   # 118 of 236 GFLOP/s
     # At the ridge point both limits are the same number; the peak is named.
     ridge = dataclasses.replace(gmm, flops=236.0 / 60.0 * gmm.nbytes)
     assert ridge.binding == "FMA peak" and ridge.bound == pytest.approx(236.0)
+
+
+def test_a_function_without_flops_is_bound_by_moving_its_bytes():
+    # A transpose of 1 MiB in and 1 MiB out does no arithmetic: its bound is a time (2 MiB
+    # at the read bandwidth), and a kernel's share of it is its GB/s over that bandwidth.
+    move = Roofline(peak=236.0, bandwidth=100.0, flops=0.0, nbytes=2 << 20, level="L2")
+    assert move.bound == 0.0 and move.binding == "read bandwidth (L2)"
+    assert move.seconds == pytest.approx((2 << 20) / 100e9)
+    latency = (2 << 20) / 40e9          # a kernel that moves the 2 MiB at 40 GB/s
+    assert move.percent_at(latency) == pytest.approx(40.0)
+    assert move.gbytes_per_s(latency) == pytest.approx(40.0)
+    text = move.describe()
+    assert "no floating-point work" in text and "2.0 MiB" in text and "L2" in text
 
 
 def test_cache_level_follows_the_target_caches():

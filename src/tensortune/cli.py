@@ -53,24 +53,30 @@ def _tune(args: argparse.Namespace) -> int:
     roof = Roofline.measure(func, target)
     console.print(f"[bold]{func.name}[/] on {target}\n{roof.describe()}")
     cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("best {task.fields[gflops]:8.1f} GFLOP/s ({task.fields[pct]})"),
+            TextColumn("best {task.fields[best]}"),
             TextColumn("errors {task.fields[errors]}"), TimeElapsedColumn(),
             TimeRemainingColumn()]
     with Progress(*cols, console=console, transient=False) as bar:
-        def pct(gflops: float) -> str:
-            # % peak, and where the data's reading binds first, % of that bound too.
-            text = f"{100 * gflops / roof.peak:4.1f}% peak"
+        def best(latency: float) -> str:
+            # GFLOP/s and % peak, and where the data's reading binds first, % of that
+            # bound too; a function without FLOPs (a transpose, integer arithmetic) only
+            # moves data: GB/s and % of the read bandwidth.
+            found = latency < float("inf")
+            if roof.flops <= 0:
+                gbs = roof.gbytes_per_s(latency) if found else 0.0
+                return f"{gbs:8.1f} GB/s ({roof.percent_at(latency):4.1f}% of bound)"
+            gflops = roof.flops / latency / 1e9 if found else 0.0
+            text = f"{gflops:8.1f} GFLOP/s ({100 * gflops / roof.peak:4.1f}% peak"
             if roof.reading_bound:
-                text += f", {roof.percent(gflops):4.1f}% of bound"
-            return text
+                text += f", {roof.percent_at(latency):4.1f}% of bound"
+            return text + ")"
 
-        task = bar.add_task("tuning", total=args.trials, gflops=0.0, pct=pct(0.0), errors=0)
+        task = bar.add_task("tuning", total=args.trials, best=best(float("inf")), errors=0)
 
         def progress(ev: dict[str, Any]) -> None:
             what = {"retiming": "re-timing the 5 fastest", "retimed": "tuned"}
-            bar.update(task, completed=ev["trials"], gflops=ev["gflops"],
-                       pct=pct(ev["gflops"]), errors=ev["errors"],
-                       description=what.get(ev["stage"], "tuning"))
+            bar.update(task, completed=ev["trials"], best=best(ev["best"]),
+                       errors=ev["errors"], description=what.get(ev["stage"], "tuning"))
 
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,
                       strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
@@ -89,12 +95,14 @@ def _tune(args: argparse.Namespace) -> int:
     table.add_column("")
     table.add_column("value", justify="right")
     lat = res.best_latency
+    flops = roof.flops > 0     # else no floating-point work: GB/s says how fast
     rows = [("best latency", f"{lat * 1e3:.4f} ms" if res.record else "-"),
-            ("GFLOP/s", f"{res.gflops:.1f}"),
-            ("% FMA peak", f"{100 * res.gflops / roof.peak:.1f}"),
+            ("GFLOP/s", f"{res.gflops:.1f}" if flops else "- (no floating-point work)"),
+            ("% FMA peak", f"{100 * res.gflops / roof.peak:.1f}" if flops else "-"),
             ("GB/s (inputs and outputs once)",
              f"{roof.gbytes_per_s(lat):.1f}" if res.record else "-"),
-            (f"% roofline ({roof.binding})", f"{roof.percent(res.gflops):.1f}"),
+            (f"% roofline ({roof.binding})",
+             f"{roof.percent_at(lat):.1f}" if res.record else "-"),
             ("trials", str(res.trials)), ("errors", str(res.errors)),
             ("proposals with C already timed (not trials)", str(res.twins)),
             ("time", f"{res.seconds:.1f} s"),

@@ -14,7 +14,7 @@ Example:
     >>> func = tt.workloads.get("nrm")
     >>> roof = Roofline.measure(func)
     >>> roof.bound, roof.binding      # (94.2, 'read bandwidth (L3)') on the Zen 4 host
-    >>> roof.percent(89.3)            # of the bound, not of the FMA peak
+    >>> roof.percent_at(44.8e-6)      # a kernel's latency as a % of the bound
 """
 
 from __future__ import annotations
@@ -63,8 +63,17 @@ class Roofline:
 
     @property
     def bound(self) -> float:
-        """The GFLOP/s no kernel of the function can pass on this machine."""
+        """The GFLOP/s no kernel of the function can pass on this machine (0 for one that
+        does no floating-point work: a transpose, integer arithmetic; ``seconds`` bounds
+        those)."""
         return min(self.peak, self.intensity * self.bandwidth)
+
+    @property
+    def seconds(self) -> float:
+        """The least time a kernel of the function can take here: its FLOPs at the FMA
+        peak or its footprint at the read bandwidth, whichever is longer. Unlike
+        ``bound`` it holds for functions without FLOPs, which only move data."""
+        return max(self.flops / (self.peak * 1e9), self.nbytes / (self.bandwidth * 1e9))
 
     @property
     def reading_bound(self) -> bool:
@@ -76,9 +85,11 @@ class Roofline:
         """What sets the bound: "FMA peak" or "read bandwidth (<level>)"."""
         return f"read bandwidth ({self.level})" if self.reading_bound else "FMA peak"
 
-    def percent(self, gflops: float) -> float:
-        """``gflops`` as a percentage of the bound."""
-        return 100.0 * gflops / self.bound
+    def percent_at(self, latency: float) -> float:
+        """How close a kernel of ``latency`` seconds comes to the bound, in percent: the
+        least time (``seconds``) over its latency. For a function with FLOPs this is its
+        GFLOP/s over ``bound``; for one without, its GB/s over the read bandwidth."""
+        return 100.0 * self.seconds / latency
 
     def gbytes_per_s(self, latency: float) -> float:
         """The footprint over ``latency`` seconds: the GB/s a kernel moves at least."""
@@ -86,6 +97,10 @@ class Roofline:
 
     def describe(self) -> str:
         """One line for a person: the bound and where it comes from."""
+        if self.flops <= 0:
+            return (f"no floating-point work: bound by the {self.binding}, "
+                    f"{self.nbytes / 2**20:.1f} MiB read at {self.bandwidth:.0f} GB/s "
+                    f"in {self.seconds * 1e6:.1f} us at least")
         return (f"bound {self.bound:.1f} GFLOP/s by the {self.binding}: "
                 f"{self.nbytes / 2**20:.1f} MiB read at {self.bandwidth:.0f} GB/s, "
                 f"{self.intensity:.2f} FLOP/byte; FMA peak {self.peak:.0f} GFLOP/s")

@@ -40,6 +40,18 @@ def _time(lib: Any, args: Any, repeat: int, min_repeat_s: float, flush: int,
     return list(out), rc
 
 
+def unwritten(dtype: np.dtype) -> float | int | bool:
+    """What an output is filled with before the kernel runs, so that an element it never
+    writes fails the check: NaN for floats (non-finite), the least value of an integer
+    type (no reference of small inputs reaches it; integer outputs had NaN, which NumPy
+    cannot store in them, and every candidate failed with "cannot convert float NaN")."""
+    if np.issubdtype(dtype, np.floating):
+        return float("nan")
+    if np.issubdtype(dtype, np.integer):
+        return int(np.iinfo(dtype).min)
+    return False
+
+
 def run_one(msg: dict, cache: dict) -> dict:
     """Check and time the kernel ``msg`` names, then free the buffers it keeps between
     calls (a worker loads hundreds of libraries and never unloads one). A message with
@@ -70,7 +82,7 @@ def _run_one(msg: dict, cache: dict, lib: Any, fn: Any, suffix: str) -> dict:
     outs = []
     for shape, dtype in msg["out_specs"]:
         o = aligned_empty(tuple(shape), dtype)
-        o.fill(np.nan)  # an element the kernel never writes shows up as non-finite
+        o.fill(unwritten(o.dtype))
         outs.append(o)
     arrays = list(inputs) + outs
     args = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
