@@ -101,6 +101,11 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
     assert "bad_syntax.py, line 1 failed to run: SyntaxError" in capsys.readouterr().err
     assert main(["tune", "nope", "--trials", "1"]) == 2
     assert "unknown workload 'nope'" in capsys.readouterr().err
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["tune", "gmm", "--trials", "-3"])
+    assert "expected a whole number of 0 or more, got '-3'" in capsys.readouterr().err
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"garbage" * 500)
     assert main(["show", "gmm", "--db", str(bad)]) == 2

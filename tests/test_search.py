@@ -123,6 +123,15 @@ def test_bad_inputs():
         tt.tune(FUNCS["gmm"], trials=1, cost_model="nope")
     with pytest.raises(tt.TensorTuneError, match="tune takes a PrimFunc"):
         tt.tune("gmm", trials=1)
+    # A budget that is not a whole number of trials (or batches) says so before any work:
+    # -3 trials used to run none silently, 2.5 to fail deep in the search.
+    for kwargs, what in [({"trials": -3}, "trials"), ({"trials": 2.5}, "trials"),
+                         ({"trials": True}, "trials"), ({"batch_size": 0}, "batch_size"),
+                         ({"retime_top": -1}, "retime_top")]:
+        with pytest.raises(tt.TensorTuneError, match=f"{what} must be a whole number"):
+            tt.tune(FUNCS["gmm"], **{"trials": 1, **kwargs})
+    with pytest.raises(tt.TensorTuneError, match="timeout must be a positive number"):
+        tt.tune(FUNCS["gmm"], trials=1, timeout=0)
 
 
 @settings(max_examples=40, deadline=None)

@@ -30,6 +30,17 @@ def _shape(text: str | None) -> dict[str, int]:
     return out
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number of 0 or more (a trial budget)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 0 or more, got {text!r}")
+    return n
+
+
 def _tune(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -268,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--shape", help="shape arguments, e.g. M=64,N=64,K=64")
         p.add_argument("--small", action="store_true", help="the suite's small test shape")
     tune = sub.choices["tune"]
-    tune.add_argument("--trials", type=int, default=64,
+    tune.add_argument("--trials", type=_count, default=64,
                       help="candidates to build, check and time (default 64)")
     tune.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "replay"],
                       help="evolutionary search ranked by the cost model (default), or "
@@ -287,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     tm.add_argument("--input", action="append", required=True,
                     help="an example input's shape, e.g. 1,3,224,224 (add :int for indices); "
                          "repeat for several inputs")
-    tm.add_argument("--trials", type=int, default=2000,
+    tm.add_argument("--trials", type=_count, default=2000,
                     help="trials over all the model's tasks together (default 2000)")
     tm.add_argument("--db", default="model.db",
                     help="the SQLite tuning database (default model.db); a second run goes "

@@ -19,7 +19,7 @@ from ..database import Database, DatabaseError
 from ..kernel import Kernel, build
 from ..search.records import best_record
 from ..search.task_scheduler import TaskScheduler, TaskState
-from ..search.tune import compile, tuned_func
+from ..search.tune import compile, tuned_func, whole_number
 from ..search.tuning_task import _open
 from ..tir.stmt import PrimFunc
 from .executor import Executor
@@ -77,6 +77,8 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
     shared by the model's tasks through the task scheduler (``"gradient"`` or
     ``"round-robin"``); records already in ``database`` are reused, so a second call
     resumes. A task with no valid record runs an unscheduled (slow but correct) kernel."""
+    whole_number("trials", trials)
+    whole_number("batch_size", batch_size, least=1)
     tgt = target or Target.host()
     if isinstance(model, Graph):
         graph = model

@@ -140,6 +140,15 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it).
     When it ends, the kernel cache is pruned to its limit (``codegen.kernel_cache``)."""
+    whole_number("trials", trials)
+    whole_number("batch_size", batch_size, least=1)
+    whole_number("retime_top", retime_top)
+    whole_number("sched_variants", sched_variants)
+    if double_after is not None:
+        whole_number("double_after", double_after)
+    if not timeout > 0:
+        raise TensorTuneError(f"tune: timeout must be a positive number of seconds, "
+                              f"got {timeout!r}")
     tgt = target or Target.host()
     db = _open(database)
     if draw_workers is None:
@@ -187,6 +196,19 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     best_task, result.record = tuner.best()
     result.func = best_task.func
     return result
+
+
+def whole_number(name: str, value: Any, least: int = 0) -> None:
+    """Raise TensorTuneError unless ``value`` is an int of at least ``least``: a budget of -3
+    trials ran none and said nothing, one of 2.5 failed deep in the search, and a batch
+    size of 0 measured nothing.
+
+    Example:
+        >>> whole_number("trials", 64)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise TensorTuneError(f"tune: {name} must be a whole number of at least {least}, "
+                         f"got {value!r}")
 
 
 def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
