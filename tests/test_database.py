@@ -75,7 +75,14 @@ def test_bad_files(tmp_path):
         Database(bad)
     junk = tmp_path / "junk.jsonl"
     junk.write_text('{"nope": 1}\n')
+    with pytest.raises(DatabaseError, match="junk.jsonl:1: not a tensortune export line "
+                       r"\(no field 'workload'; a line holds a record, or a workload"):
+        Database(tmp_path / "c.db").import_jsonl(junk)
+    junk.write_text('{"record": {"workload": "w"}}\n[1, 2]\n')
     with pytest.raises(DatabaseError, match="junk.jsonl:1: not a tensortune export line"):
+        Database(tmp_path / "c.db").import_jsonl(junk)
+    junk.write_text("[1, 2]\n")
+    with pytest.raises(DatabaseError, match="a JSON object per line, got list"):
         Database(tmp_path / "c.db").import_jsonl(junk)
 
 

@@ -272,11 +272,18 @@ class Database:
             for i, line in enumerate(f, 1):
                 try:
                     obj = json.loads(line)
+                    if not isinstance(obj, dict):
+                        raise TypeError(f"a JSON object per line, got {type(obj).__name__}")
                     if "record" in obj:
                         n += self.add(TuningRecord(**obj["record"]))
                     else:
                         self.add_workload(obj["workload"], obj["name"], obj["text"],
                                           obj["flops"])
-                except (json.JSONDecodeError, TypeError, KeyError) as e:
+                except KeyError as e:
+                    raise DatabaseError(
+                        f"{path}:{i}: not a tensortune export line (no field {e}; a line "
+                        "holds a record, or a workload with workload, name, text and "
+                        "flops)") from e
+                except (json.JSONDecodeError, TypeError) as e:
                     raise DatabaseError(f"{path}:{i}: not a tensortune export line ({e})") from e
         return n
