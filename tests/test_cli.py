@@ -127,6 +127,15 @@ def test_tune_a_function_that_only_moves_data(tmp_path, capsys):
     assert "no floating-point work: bound by the read bandwidth" in out
     assert "GB/s (" in out and "% of bound)" in out and "GFLOP/s (" not in out
     assert "- (no floating-point work)" in out
+    db = str(tmp_path / "moves.db")
+    assert main(["tune", f"{ops}:transpose", "--trials", "1", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["db", "list", "--db", db]) == 0
+    from tensortune.database import Database
+
+    (h, *_), = Database(db).workloads()
+    row = next(r for r in capsys.readouterr().out.splitlines() if h in r)
+    assert [c.strip() for c in row.split("│")[1:-1]][5:] == ["-", "0.0000"]   # GFLOP/s, GFLOP
     row = next(r for r in out.split("│ % roofline")[1:])
     assert float(row.split("│")[1]) > 0
 

@@ -191,7 +191,8 @@ def _db(args: argparse.Namespace) -> int:
             best = top[0].latency if top else None
             table.add_row(name, h, str(n), str(db.count(h, fp)),
                           "-" if best is None else f"{best * 1e3:.4f}",
-                          "-" if best is None else f"{flops / best / 1e9:.1f}",
+                          # no FLOPs (a transpose): no GFLOP/s to give
+                          "-" if best is None or not flops else f"{flops / best / 1e9:.1f}",
                           f"{flops / 1e9:.4f}")
         Console(width=max(100, Console().width)).print(table)
     elif args.action == "export":
