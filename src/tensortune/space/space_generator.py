@@ -96,7 +96,21 @@ class PostOrderApply(SpaceGenerator):
 
 
 class ScheduleFn(SpaceGenerator):
-    """A user template: ``fn(sch)`` schedules a fresh Schedule using sampling instructions."""
+    """A user template: ``fn(sch)`` schedules a fresh Schedule using sampling instructions.
+
+    ``fn`` runs once; the trace it records is the design space, and every candidate is
+    that trace replayed with other decisions. So a choice belongs in a sampling
+    instruction whose result a primitive takes (a tile size, a compute location), not in
+    a Python ``if`` on ``sch.get(v)``: the branch the first draw took would be every
+    candidate's.
+
+    Example:
+        >>> def template(sch):
+        ...     i, j, k = sch.get_loops(sch.get_block("C"))
+        ...     sch.split(i, sch.sample_perfect_tile(i, n=2, max_innermost_factor=8))
+        ...     sch.vectorize(j)
+        >>> tt.tune(func, trials=32, space=template)
+    """
 
     def __init__(self, fn: Callable[[Schedule], object],
                  postprocs: Sequence[Postproc] = ()) -> None:
