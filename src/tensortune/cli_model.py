@@ -49,10 +49,14 @@ def tune_model_command(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     import tensortune as tt
+    from tensortune.graph.from_torch import from_torch
 
     console = Console()
     model = _load_model(args.model)
     xs = tuple(_example_input(t) for t in args.input)
+    # Imported before the live table starts: an operator it cannot import is then its
+    # error alone, not one printed under an empty table.
+    graph = from_torch(model, *xs)
     states: dict[str, Any] = {}
     last = [0.0]
 
@@ -81,7 +85,7 @@ def tune_model_command(args: argparse.Namespace) -> int:
             if time.perf_counter() - last[0] > 0.5 or ev["spent"] == ev["total"]:
                 last[0] = time.perf_counter()
                 live.update(view(ev))
-        compiled = tt.compile_model(model, xs if len(xs) > 1 else xs[0], trials=args.trials,
+        compiled = tt.compile_model(graph, xs if len(xs) > 1 else xs[0], trials=args.trials,
                                     database=args.db, scheduler=args.scheduler,
                                     seed=args.seed, progress=progress)
     console.print(compiled.summary())
