@@ -32,8 +32,9 @@ SMALL = 1 << 17
 class ParallelVectorizeUnroll:
     def __init__(self, cores: int, jobs_per_core: tuple[int, ...] = (1, 4, 16),
                  unroll_depths: tuple[int, ...] = (0, 4, 16), max_vector: int = 256,
-                 small_jobs_per_core: tuple[int, ...] = (0, 1, 4)) -> None:
+                 small_jobs_per_core: tuple[int, ...] = (0, 1, 4), lanes: int = 16) -> None:
         self.cores = cores
+        self.lanes = lanes
         self.jobs_per_core = jobs_per_core
         self.small_jobs_per_core = small_jobs_per_core
         self.unroll_depths = unroll_depths
@@ -126,11 +127,14 @@ class ParallelVectorizeUnroll:
         node: For = sch.get(lp)
         whole = False
         if kind == "S" and node.kind == ForKind.SERIAL and node.extent > self.max_vector:
-            # A long untiled row (softmax's output): vectorize a chunk of it; with no
-            # chunk dividing it (1001), the whole row, which the code generator emits as
-            # a loop over whole vectors and a short tail (a GELU over rows of 1001 stayed
-            # scalar and ran 8x slower than PyTorch, RESULTS.md).
-            chunk = next((c for c in (64, 32, 16, 8) if node.extent % c == 0), None)
+            # A long untiled row (softmax's output): vectorize a chunk of whole vectors;
+            # with none dividing it (1001, or 1000 with 16 lanes), the whole row, which
+            # the code generator emits as a loop over whole vectors and a short tail (a
+            # GELU over rows of 1001 stayed scalar and ran 8x slower than PyTorch; a
+            # softmax over rows of 1000 in 8-lane chunks ran at half the vector width,
+            # RESULTS.md).
+            chunk = next((c for c in (64, 32, 16, 8)
+                          if node.extent % c == 0 and c % self.lanes == 0), None)
             if chunk is not None:
                 lp = sch.split(lp, [None, chunk])[1]
                 node = sch.get(lp)

@@ -72,7 +72,8 @@ class PostOrderApply(SpaceGenerator):
              OuterReduction(lanes=target.lanes("float32"), cores=target.cores),
              TiledTranspose(lanes=target.lanes("float32")),
              RandomComputeLocation(lanes=target.lanes("float32"))],
-            [ParallelVectorizeUnroll(cores=target.cores), VerifyRegisterTile.for_target(target)])
+            [ParallelVectorizeUnroll(cores=target.cores, lanes=target.lanes("float32")),
+             VerifyRegisterTile.for_target(target)])
 
     def generate(self, func: PrimFunc) -> list[Trace]:
         schs = [Schedule(func, seed=self.seed)]
