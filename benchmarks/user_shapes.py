@@ -102,6 +102,13 @@ def max_pool(C: int, H: int, W: int) -> PrimFunc:
     return te.create_func([X, O], name="max_pool")
 
 
+def axpy_int(M: int, N: int) -> PrimFunc:
+    A = te.placeholder((M, N), name="A", dtype="int32")
+    B = te.placeholder((M, N), name="B", dtype="int32")
+    C = te.compute((M, N), lambda i, j: A[i, j] * 3 + B[i, j], name="C")
+    return te.create_func([A, B, C], name="axpy_int")
+
+
 def gelu(M: int, N: int) -> PrimFunc:
     X = te.placeholder((M, N), name="X")
     Y = te.compute((M, N), lambda i, j: 0.5 * X[i, j] * (1.0 + te.tanh(0.7978845608 * (
@@ -150,6 +157,17 @@ def _cases() -> dict[str, Case]:
                 lambda t: torch.softmax(t[0], 1)),
         "lnm": ("layer norm over 64 x 1001", lambda: tt.workloads.get("lnm", M=64, N=1001),
                 lambda t: F.layer_norm(t[0], (t[0].shape[1],), t[1], t[2], 1e-5)),
+        "smx1000": ("softmax over 512 x 1000 (a 1000-class head)",
+                    lambda: tt.workloads.get("smx", M=512, N=1000),
+                    lambda t: torch.softmax(t[0], 1)),
+        "lnm1000": ("layer norm over 512 x 1000",
+                    lambda: tt.workloads.get("lnm", M=512, N=1000),
+                    lambda t: F.layer_norm(t[0], (t[0].shape[1],), t[1], t[2], 1e-5)),
+        "head1000": ("dense + bias + ReLU, 64 x 512 -> 1000",
+                     lambda: tt.workloads.get("dense", M=64, K=512, N=1000),
+                     lambda t: torch.relu(t[0] @ t[1].T + t[2])),
+        "int32": ("`3 A + B` on int32, 1024 x 1000", lambda: axpy_int(1024, 1000),
+                  lambda t: t[0] * 3 + t[1]),
     }
 
 
