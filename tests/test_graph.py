@@ -165,6 +165,8 @@ def test_unsupported_operator_names_op_and_node():
         tt.compile_model(nn.Linear(2, 2), torch.randn(1, 2))
     with pytest.raises(GraphError, match=r"unsupported module LSTM"):
         tt.compile_model(nn.Sequential(nn.LSTM(3, 3)).eval(), torch.randn(2, 1, 3))
+    with pytest.raises(tt.TensorTuneError, match="compile_model: trials must be a whole"):
+        tt.compile_model(nn.Sequential(nn.ReLU()).eval(), torch.randn(2, 3), trials=-1)
 
 
 def test_executor_rejects_a_wrong_input_shape():

@@ -77,8 +77,8 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
     shared by the model's tasks through the task scheduler (``"gradient"`` or
     ``"round-robin"``); records already in ``database`` are reused, so a second call
     resumes. A task with no valid record runs an unscheduled (slow but correct) kernel."""
-    whole_number("trials", trials)
-    whole_number("batch_size", batch_size, least=1)
+    whole_number("trials", trials, where="compile_model")
+    whole_number("batch_size", batch_size, least=1, where="compile_model")
     tgt = target or Target.host()
     if isinstance(model, Graph):
         graph = model

@@ -44,7 +44,8 @@ def unwritten(dtype: np.dtype) -> float | int | bool:
     """What an output is filled with before the kernel runs, so that an element it never
     writes fails the check: NaN for floats (non-finite), the least value of an integer
     type (no reference of small inputs reaches it; integer outputs had NaN, which NumPy
-    cannot store in them, and every candidate failed with "cannot convert float NaN")."""
+    cannot store in them, and every candidate failed with "cannot convert float NaN").
+    A boolean output has no value a result cannot take: False."""
     if np.issubdtype(dtype, np.floating):
         return float("nan")
     if np.issubdtype(dtype, np.integer):

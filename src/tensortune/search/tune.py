@@ -198,17 +198,17 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     return result
 
 
-def whole_number(name: str, value: Any, least: int = 0) -> None:
+def whole_number(name: str, value: Any, least: int = 0, where: str = "tune") -> None:
     """Raise TensorTuneError unless ``value`` is an int of at least ``least``: a budget of -3
     trials ran none and said nothing, one of 2.5 failed deep in the search, and a batch
-    size of 0 measured nothing.
+    size of 0 measured nothing. ``where`` names the caller in the message.
 
     Example:
         >>> whole_number("trials", 64)
     """
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise TensorTuneError(f"tune: {name} must be a whole number of at least {least}, "
-                         f"got {value!r}")
+        raise TensorTuneError(f"{where}: {name} must be a whole number of at least {least}, "
+                              f"got {value!r}")
 
 
 def tuned_func(func: PrimFunc, db: Database, target: Target) -> PrimFunc:
