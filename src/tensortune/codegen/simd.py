@@ -34,7 +34,7 @@ from .register_tile import promote, tile_accesses
 from .target import Target
 from .transpose import SHUFFLE, transposed_group, zip_helpers
 from .tree_sum import tree_sum
-from .vmath import LANE_CALLS, POLY_CALLS, vector_math
+from .vmath import has_vector_form, vector_math
 
 MAX_INLINE_CHUNKS = 16  # a vectorized loop of more chunks than this loops over them
 MIN_ROLLED_CHUNKS = 4   # whole vectors from which a loop in an unswitched copy loops
@@ -317,8 +317,7 @@ class SimdEmitter(CEmitter):
         if isinstance(e, BinOp) and e.dtype == dtype and e.op in ("min", "max"):
             a, b = self.as_vector(e.a, lane, dtype, w), self.as_vector(e.b, lane, dtype, w)
             return f"tt_v{e.op}_{vt[3:]}({a}, {b})", True
-        if isinstance(e, Call) and (e.name in LANE_CALLS or
-                                    (e.name in POLY_CALLS and dtype == "float32")):
+        if isinstance(e, Call) and has_vector_form(e.name, dtype):
             return f"tt_v{e.name}_{vt[3:]}({self.as_vector(e.args[0], lane, dtype, w)})", True
         if isinstance(e, Select) and e.dtype == dtype:
             c = e.cond
