@@ -107,16 +107,41 @@ def test_vector_tanh_exp_log_match_float64_on_any_lanes(xs):
     assert _max_rel(kl, a, np.log(shifted), floor=1.0) < 3e-7
 
 
+def test_float64_log_and_tanh_are_vector_code_and_accurate_to_an_ulp():
+    rng = np.random.default_rng(4)
+    kl = _elementwise(te.log, n=4096, dtype="float64")
+    assert "tt_vlog_f64x" in _body(kl)
+    edges = [1.0, 2.0, 0.5, 0.7071067811865475, 0.7071067811865476, 1.4142135623730951,
+             2.2250738585072014e-308, 1e-310, 5e-324, 1.7976931348623157e308, 1.0 + 1e-15]
+    a = np.concatenate([np.exp(rng.uniform(-700, 700, 3000)), rng.uniform(0.5, 2.0, 1000),
+                        edges, np.full(96 - len(edges), 3.0)])
+    # Relative error, against 1 where log(a) is near 0 (a next to 1).
+    assert _max_rel(kl, a, np.log(a), floor=1.0) < 4.5e-16
+    special = kl(np.concatenate([[0.0, -1.0, np.inf, np.nan], np.ones(4092)]))[:4]
+    assert special[0] == -np.inf and np.isnan(special[1]) and special[2] == np.inf
+    assert np.isnan(special[3])
+    kt = _elementwise(te.tanh, n=4096, dtype="float64")
+    assert "tt_vtanh_f64x" in _body(kt)
+    edges = [0.0, -0.0, 1e-300, 1e-8, 0.6249, 0.625, -0.6251, 400.0, -400.0]
+    x = np.concatenate([np.linspace(-20, 20, 3000), rng.standard_normal(1000) * 0.3, edges,
+                        np.full(96 - len(edges), 0.1)])
+    assert _max_rel(kt, x, np.tanh(x), floor=1e-300) < 4.5e-16
+
+
 @functools.cache
-def _exp64() -> tt.Kernel:
-    return _elementwise(te.exp, dtype="float64")
+def _kernels64() -> tuple[tt.Kernel, tt.Kernel, tt.Kernel]:
+    return (_elementwise(te.exp, dtype="float64"), _elementwise(te.tanh, dtype="float64"),
+            _elementwise(lambda x: te.log(te.abs(x) + 1e-3), dtype="float64"))
 
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.floats(-708.0, 709.0), min_size=16, max_size=16))
-def test_float64_vector_exp_matches_numpy_on_any_lanes(xs):
+def test_float64_vector_exp_tanh_log_match_numpy_on_any_lanes(xs):
     a = np.array(xs * 16, np.float64)
-    assert _max_rel(_exp64(), a, np.exp(a)) < 4.5e-16
+    ke, kt, kl = _kernels64()
+    assert _max_rel(ke, a, np.exp(a)) < 4.5e-16
+    assert _max_rel(kt, a, np.tanh(a), floor=1e-300) < 4.5e-16
+    assert _max_rel(kl, a, np.log(np.abs(a) + 1e-3), floor=1.0) < 4.5e-16
 
 
 def _min_max_kernel(dtype: str, lanes: int, target: tt.Target) -> tt.Kernel:

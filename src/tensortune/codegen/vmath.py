@@ -7,11 +7,11 @@ Three kinds of helper per vector type ``tt_f32x16`` and the like:
   and double forms) where the compiler defines the ISA's macro, else a lane loop;
 - lane loops (sqrt, fabs): one C expression per lane, which gcc's SLP vectorizer turns
   into one instruction (`sqrtf` is `vsqrtps` under `-fno-math-errno`);
-- polynomials for float32 exp, erf, tanh and log, and a rational for float64 exp, which
-  libm has no vector form of without `-ffast-math`; each is checked against a float64
-  (or, for float64 exp, NumPy's) reference in tests/test_vmath.py.
+- polynomials for float32 exp, erf, tanh and log, and rationals for float64 exp, tanh
+  and log, which libm has no vector form of without `-ffast-math`; each is checked
+  against a float64 (for float64, NumPy's) reference in tests/test_vmath.py.
 
-A vectorized loop that calls anything else (pow, float64 log, ...) stays scalar.
+A vectorized loop that calls anything else (pow, float64 erf, ...) stays scalar.
 
 Example:
     >>> "tt_vtanh_f32x8" in vector_math("float32", 8)
@@ -27,14 +27,14 @@ LANE_CALLS = ("sqrt", "fabs")
 # Calls with a float32 polynomial below.
 POLY_CALLS = ("exp", "erf", "tanh", "log")
 # Calls with a float64 one.
-POLY_CALLS_F64 = ("exp",)
+POLY_CALLS_F64 = ("exp", "tanh", "log")
 
 
 def has_vector_form(name: str, dtype: str) -> bool:
     """Whether a vectorized loop can call ``name`` on ``dtype`` lanes (else it stays
     scalar).
 
-    >>> has_vector_form("exp", "float64"), has_vector_form("log", "float64")
+    >>> has_vector_form("exp", "float64"), has_vector_form("erf", "float64")
     (True, False)
     """
     return name in LANE_CALLS or name in (POLY_CALLS if dtype == "float32" else
@@ -52,7 +52,7 @@ def vector_math(dtype: str, w: int) -> str:
                    f"  for (int i = 0; i < {w}; ++i) r[i] = {libm_name(name, dtype)}(a[i]);"
                    f" return r; }}\n")
     poly = _VEXP + _VERF + _VTANH + _VLOG if dtype == "float32" else \
-        _VEXP64 if dtype == "float64" else ""
+        _VEXP64 + _VTANH64 + _VLOG64 if dtype == "float64" else ""
     out.append(poly.replace("V", vt).replace("M", f"tt_m{s}").replace("S", s))
     return "".join(out)
 
@@ -132,6 +132,50 @@ _VEXP64 = """static inline V tt_vexp_S(V x) {
   V e = 1.0 + 2.0 * (p / (q - p));
   M n = (__builtin_convertvector(f, M) + 1023) << 52;
   return e * (V)n;
+}
+"""
+
+# float64 tanh(x): as the float32 one, with cephes' double rational x + x^3 P(x^2) /
+# Q(x^2) below |x| = 0.625.
+_VTANH64 = """static inline V tt_vtanh_S(V x) {
+  V a = tt_vmax_S(x, -x);
+  V z = x * x;
+  V p = (V){} - 9.64399179425052238628e-1;
+  p = p * z - 9.92877231001918586564e1; p = p * z - 1.61468768441708447952e3;
+  V q = z + 1.12811678491632931402e2;
+  q = q * z + 2.23548839060100448583e3; q = q * z + 4.84406305325125486048e3;
+  V small = x + x * z * (p / q);
+  V big = 1.0 - 2.0 / (tt_vexp_S(a + a) + 1.0);
+  big = tt_vsel_S(x < (V){}, -big, big);
+  return tt_vsel_S(a < (V){} + 0.625, small, big);
+}
+"""
+
+# float64 log(x): as the float32 one (m in [sqrt(1/2), sqrt(2)), subnormals scaled by
+# 2^54 first), with cephes' double rational m - m^2 / 2 + m^3 P(m) / Q(m).
+_VLOG64 = """static inline V tt_vlog_S(V x) {
+  M den = x < (V){} + 2.2250738585072014e-308;
+  V xs = tt_vsel_S(den, x * 18014398509481984.0, x);
+  M i = (M)xs;
+  M e = ((i >> 52) & 0x7ff) - 1022 + (den & -54);
+  V m = (V)((i & 0x000fffffffffffffLL) | 0x3fe0000000000000LL);
+  M lo = m < (V){} + 0.70710678118654752440;
+  e = e + lo;
+  m = m + (V)(lo & (M)m) - 1.0;
+  V z = m * m;
+  V p = (V){} + 1.01875663804580931796e-4;
+  p = p * m + 4.97494994976747001425e-1; p = p * m + 4.70579119878881725854e0;
+  p = p * m + 1.44989225341610930846e1; p = p * m + 1.79368678507819816313e1;
+  p = p * m + 7.70838733755885391666e0;
+  V q = m + 1.12873587189167450590e1;
+  q = q * m + 4.52279145837532221105e1; q = q * m + 8.29875266912776603211e1;
+  q = q * m + 7.11544750618563894466e1; q = q * m + 2.31251620126765340583e1;
+  V fe = __builtin_convertvector(e, V);
+  V y = m * (z * p / q) + fe * -2.121944400546905827679e-4 - 0.5 * z;
+  V r = m + y + fe * 0.693359375;
+  r = tt_vsel_S(x == (V){} + __builtin_inf(), x, r);
+  V bad = tt_vsel_S(x == (V){}, (V){} - __builtin_inf(), (V){} + __builtin_nan(""));
+  return tt_vsel_S(x > (V){}, r, bad);
 }
 """
 
