@@ -157,6 +157,19 @@ def test_fusion_rules_on_a_handmade_graph():
     assert any(grp[0] == "softmax" for grp in groups)
 
 
+def test_rms_norm_with_pow_and_rsqrt_matches_pytorch():
+    """RMSNorm as language models write it (``x.pow(2)``, ``torch.rsqrt``), and the other
+    spellings of a power with a number exponent."""
+    w = torch.randn(48)
+    rms = Lambda(lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w, w)
+    check(rms.eval(), torch.randn(5, 48))
+    powers = Lambda(lambda x: x ** 3 + torch.pow(x, 2) - torch.pow(x.abs() + 1.0, 1.5)
+                    + torch.log(x.abs() + 0.5))
+    check(powers.eval(), torch.randn(4, 6))
+    with pytest.raises(GraphError, match="pow takes a number exponent here"):
+        tt.compile_model(Lambda(lambda x: torch.pow(x, x)).eval(), torch.randn(2, 3))
+
+
 def test_unsupported_operator_names_op_and_node():
     model = Lambda(lambda x: torch.sort(x, dim=1).values + 1.0)
     with pytest.raises(GraphError, match=r"unsupported operator 'sort' at node sort"):

@@ -81,7 +81,9 @@ FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
     "relu": _unary("relu"), "gelu": lambda s, a, k, w: s.op(
         "gelu", [s.tensor(a[0], w)], w, approximate=k.get("approximate", "none")),
     "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"), "exp": _unary("exp"),
-    "sqrt": _unary("sqrt"), "neg": _unary("neg"),
+    "sqrt": _unary("sqrt"), "rsqrt": _unary("rsqrt"), "neg": _unary("neg"),
+    "abs": _unary("abs"), "log": _unary("log"),
+    "pow": lambda s, a, k, w: _pow(s, a, k, w),
     "relu6": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w, lo=0.0, hi=6.0),
     "hardtanh": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w,
                                         lo=float(_kw(a, k, 1, "min_val", -1.0)),
@@ -114,6 +116,16 @@ FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
         count_include_pad=bool(_kw(a, k, 5, "count_include_pad", True)),
         divisor_override=_kw(a, k, 6, "divisor_override", None)),
 }
+
+
+def _pow(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    """``x ** c``, ``x.pow(c)``, ``torch.pow(x, c)`` for a number ``c`` (RMSNorm's square):
+    a scalar op, which ``te.pow`` writes out for the small exponents."""
+    c = s.arg(_kw(a, k, 1, "exponent", None))
+    if not isinstance(c, (int, float)) or isinstance(c, bool):
+        raise GraphError(f"{w}: pow takes a number exponent here, got "
+                         f"{type(c).__name__}; a tensor exponent is not supported")
+    return s.op("scalar", [s.tensor(a[0], w)], w, fn="pow", value=float(c))
 
 
 def _batch_norm(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
