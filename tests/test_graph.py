@@ -170,6 +170,40 @@ def test_rms_norm_with_pow_and_rsqrt_matches_pytorch():
         tt.compile_model(Lambda(lambda x: torch.pow(x, x)).eval(), torch.randn(2, 3))
 
 
+def test_activations_reductions_and_norms_of_current_models_match_pytorch():
+    """SiLU (LLaMA's MLP), leaky ReLU, hard swish and sigmoid (MobileNetV3), softplus,
+    ELU, erf, square, reciprocal, clamp with one bound, maximum, sums and extremes over
+    axes, log-softmax and ``nn.RMSNorm``, and dropout in eval mode, each against PyTorch
+    on random inputs."""
+    def acts(x):
+        return (F.silu(x) + F.leaky_relu(x, 0.2) + F.hardswish(x) * F.hardsigmoid(x)
+                + F.softplus(x, beta=2.0) + F.elu(x, 0.5) + torch.erf(x) - torch.square(x)
+                + torch.reciprocal(x.abs() + 1.0) + torch.clamp(x, max=0.3)
+                + torch.maximum(x, x * 0.5) - torch.minimum(x, -x))
+    check(Lambda(acts).eval(), torch.randn(3, 40))
+    check(Lambda(lambda x: x.sum(-1) + x.amax(dim=1) - x.amin(1)).eval(), torch.randn(4, 24))
+    check(Lambda(lambda x: x.sum((0, 2), keepdim=True) * x).eval(), torch.randn(2, 3, 8))
+    check(Lambda(lambda x: F.log_softmax(x, dim=-1)).eval(), torch.randn(5, 33))
+    check(nn.Sequential(nn.Dropout(0.3), nn.RMSNorm(32), nn.SiLU()).eval(),
+          torch.randn(6, 32))
+    mods = nn.Sequential(nn.Linear(16, 16), nn.LeakyReLU(0.1), nn.Hardswish(), nn.ELU(0.7),
+                         nn.Softplus(beta=1.5), nn.Hardsigmoid(), nn.LogSoftmax(dim=-1))
+    check(mods.eval(), torch.randn(3, 16))
+    with pytest.raises(GraphError, match="dropout with training=True"):
+        tt.compile_model(Lambda(lambda x: F.dropout(x, 0.5, training=True)).eval(),
+                         torch.randn(2, 3))
+    with pytest.raises(GraphError, match="clamp takes number bounds"):
+        tt.compile_model(Lambda(lambda x: torch.clamp(x, min=x * 0.5)).eval(),
+                         torch.randn(2, 3))
+
+
+def test_a_model_with_nothing_to_compute_compiles_to_no_kernel():
+    compiled = tt.compile_model(nn.Sequential(nn.Dropout(0.2), nn.Identity()).eval(),
+                                torch.randn(3, 4), trials=8)
+    x = torch.randn(3, 4)
+    assert compiled.tasks == [] and torch.equal(compiled(x), x)
+
+
 def test_unsupported_operator_names_op_and_node():
     model = Lambda(lambda x: torch.sort(x, dim=1).values + 1.0)
     with pytest.raises(GraphError, match=r"unsupported operator 'sort' at node sort"):

@@ -90,10 +90,12 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
     groups = fuse(graph)
     tasks, funcs = extract_tasks(graph, groups)
     db = _open(database)
+    # A model with nothing to compute (its output a view of its input, dropout in eval
+    # mode) has no task: nothing to tune.
     sched = TaskScheduler(tasks, database=db, target=tgt, strategy=scheduler,
-                          batch_size=batch_size, seed=seed, progress=progress)
+                          batch_size=batch_size, seed=seed, progress=progress) if tasks else None
     t0 = time.perf_counter()
-    if trials > 0:
+    if trials > 0 and sched is not None:
         sched.tune(trials)
     seconds = time.perf_counter() - t0
     by_hash: dict[str, tuple[Kernel, bool]] = {}
@@ -103,7 +105,8 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
     for f in funcs:
         kernels.append(None if f is None else by_hash[f.structural_hash()][0])
     tuned = [by_hash[t.workload][1] for t in tasks]
-    return CompiledModel(graph, groups, tasks, sched.states, kernels, tuned, seconds)
+    return CompiledModel(graph, groups, tasks, sched.states if sched else [], kernels, tuned,
+                         seconds)
 
 
 def _task_kernel(func: PrimFunc, db: Database, target: Target) -> tuple[Kernel, bool]:

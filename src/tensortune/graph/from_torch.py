@@ -171,10 +171,12 @@ class _Importer:
         if isinstance(m, (nn.Dropout, nn.Identity)):
             return self.arg(x)
         for kind, op in ((nn.ReLU, "relu"), (nn.GELU, "gelu"), (nn.Sigmoid, "sigmoid"),
-                         (nn.Tanh, "tanh")):
+                         (nn.Tanh, "tanh"), (nn.SiLU, "silu"), (nn.Hardswish, "hardswish"),
+                         (nn.Hardsigmoid, "hardsigmoid"), (nn.LeakyReLU, "leaky_relu"),
+                         (nn.ELU, "elu"), (nn.Softplus, "softplus"),
+                         (nn.LogSoftmax, "log_softmax")):
             if isinstance(m, kind):
-                attrs = {"approximate": m.approximate} if op == "gelu" else {}
-                return self.op(op, [self.tensor(x, where)], where, **attrs)
+                return self.op(op, [self.tensor(x, where)], where, **_module_attrs(m, op))
         if isinstance(m, (nn.ReLU6, nn.Hardtanh)):
             lo, hi = (0.0, 6.0) if isinstance(m, nn.ReLU6) else (m.min_val, m.max_val)
             return self.op("clip", [self.tensor(x, where)], where, lo=lo, hi=hi)
@@ -193,6 +195,9 @@ class _Importer:
             return self.op("softmax", [self.tensor(x, where)], where, axis=m.dim)
         if isinstance(m, nn.LayerNorm):
             return self.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps, where)
+        rms: Any = getattr(nn, "RMSNorm", None)     # PyTorch 2.4 and later
+        if rms is not None and isinstance(m, rms):
+            return self.rms_norm(x, m.normalized_shape, m.weight, m.eps, where)
         if isinstance(m, nn.Embedding):
             table = self.g.const("table", to_numpy(m.weight))
             return self.op("embedding", [self.tensor(x, where), table], where)
@@ -267,6 +272,30 @@ class _Importer:
         beta = to_numpy(b) if b is not None else np.zeros(shape, "float32")
         return self.op("layer_norm", [self.tensor(x, where), self.g.const("gamma", gamma),
                                       self.g.const("beta", beta)], where, eps=float(eps))
+
+    def rms_norm(self, x: Any, shape: Any, w: Any, eps: float | None, where: str
+                 ) -> TensorRef:
+        shape = tuple(shape) if isinstance(shape, (list, tuple)) else (int(shape),)
+        gamma = to_numpy(w) if w is not None else np.ones(shape, "float32")
+        # PyTorch's default eps: the machine epsilon of the input's type (float32 here).
+        eps = float(np.finfo(np.float32).eps) if eps is None else float(eps)
+        return self.op("rms_norm", [self.tensor(x, where), self.g.const("gamma", gamma)],
+                       where, eps=eps)
+
+
+def _module_attrs(m: Any, op: str) -> dict[str, Any]:
+    """The graph op's attributes from an activation module's own."""
+    if op == "gelu":
+        return {"approximate": m.approximate}
+    if op == "leaky_relu":
+        return {"slope": float(m.negative_slope)}
+    if op == "elu":
+        return {"alpha": float(m.alpha)}
+    if op == "softplus":
+        return {"beta": float(m.beta), "threshold": float(m.threshold)}
+    if op == "log_softmax":
+        return {"axis": -1 if m.dim is None else int(m.dim)}
+    return {}
 
 
 def from_torch(module: Any, *examples: Any) -> Graph:

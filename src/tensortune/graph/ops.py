@@ -261,69 +261,6 @@ def _avg_pool(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
         count(ph, H, kh, y, sh) * count(pw, W, kw, z, sw)), name=n)
 
 
-@_op("mean", Pattern.REDUCE)
-def _mean(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
-    x, axes, keep = ins[0], sorted(d % ins[0].ndim for d in a["axes"]), a.get("keepdim", False)
-    rs = [te.reduce_axis(x.shape[d], f"r{d}") for d in axes]
-    shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keep or d not in axes)
-    count = math.prod(x.shape[d] for d in axes)
-
-    def src(i: tuple[Any, ...]) -> tuple[Any, ...]:
-        it, out = iter(i), []
-        for d in range(x.ndim):
-            if d in axes:
-                out.append(rs[axes.index(d)])
-                if keep:
-                    next(it)
-            else:
-                out.append(next(it))
-        return tuple(out)
-    s = te.compute(shape, lambda *i: te.sum(x[src(i)], axis=rs), name=f"{n}_sum")
-    return te.compute(shape, lambda *i: s[i] * (1.0 / count), name=n)
-
-
-def _last_axis_reduce(x: Tensor, axis: int) -> tuple[int, Callable[..., tuple[Any, ...]]]:
-    axis %= x.ndim
-
-    def at(i: tuple[Any, ...], r: Any) -> tuple[Any, ...]:
-        return i[:axis] + (r,) + i[axis + 1:]
-    return axis, at
-
-
-@_op("softmax", Pattern.REDUCE)
-def _softmax(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
-    x = ins[0]
-    axis, at = _last_axis_reduce(x, a.get("axis", -1))
-    r1, r2 = te.reduce_axis(x.shape[axis], "r1"), te.reduce_axis(x.shape[axis], "r2")
-    red = x.shape[:axis] + (1,) + x.shape[axis + 1:]
-    mx = te.compute(red, lambda *i: te.max(x[at(i, r1)], axis=r1), name=f"{n}_max")
-    sm = te.compute(red, lambda *i: te.sum(te.exp(x[at(i, r2)] - mx[i]), axis=r2),
-                    name=f"{n}_sum")
-    return te.compute(x.shape, lambda *i: te.exp(x[i] - mx[at(i, 0)]) / sm[at(i, 0)], name=n)
-
-
-@_op("layer_norm", Pattern.REDUCE)
-def _layer_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
-    """Normalise over the trailing axes that gamma and beta span."""
-    x, gamma, beta = ins
-    nd = gamma.ndim
-    inner = x.shape[-nd:]
-    if inner != gamma.shape:
-        raise ValueError(f"normalized shape {list(gamma.shape)} is not the trailing shape of "
-                         f"{list(x.shape)}")
-    cnt, eps = math.prod(inner), float(a.get("eps", 1e-5))
-    lead = x.shape[:-nd]
-    r1 = [te.reduce_axis(s, f"r{d}") for d, s in enumerate(inner)]
-    r2 = [te.reduce_axis(s, f"q{d}") for d, s in enumerate(inner)]
-    mu = te.compute(lead, lambda *i: te.sum(x[i + tuple(r1)], axis=r1), name=f"{n}_mean")
-    var = te.compute(lead, lambda *i: te.sum(
-        (x[i + tuple(r2)] - mu[i] * (1.0 / cnt)) * (x[i + tuple(r2)] - mu[i] * (1.0 / cnt)),
-        axis=r2), name=f"{n}_var")
-    k = len(lead)
-    return te.compute(x.shape, lambda *i: (x[i] - mu[i[:k]] * (1.0 / cnt)) / te.sqrt(
-        var[i[:k]] * (1.0 / cnt) + eps) * gamma[i[k:]] + beta[i[k:]], name=n)
-
-
 # -- injective -----------------------------------------------------------------------------
 
 def _strides(shape: tuple[int, ...]) -> list[int]:

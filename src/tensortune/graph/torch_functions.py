@@ -62,13 +62,37 @@ def _softmax(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     return s.op("softmax", [s.tensor(a[0], w)], w, axis=int(s.arg(_kw(a, k, 1, "dim", -1))))
 
 
-def _mean(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+def _reduce(op: str, s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    """mean, sum, amax or amin over ``dim`` (all axes when None or empty)."""
     dims = s.arg(_kw(a, k, 1, "dim", None))
-    if dims is None:
+    if dims is None or dims == () or dims == []:
         dims = tuple(range(len(s.shape(a[0]))))
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return s.op("mean", [s.tensor(a[0], w)], w, axes=dims,
-                keepdim=bool(_kw(a, k, 2, "keepdim", False)))
+    return s.op(op, [s.tensor(a[0], w)], w, axes=dims,
+                keepdim=bool(s.arg(_kw(a, k, 2, "keepdim", False))))
+
+
+def _mean(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    return _reduce("mean", s, a, k, w)
+
+
+def _clamp(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    lo, hi = s.arg(_kw(a, k, 1, "min", None)), s.arg(_kw(a, k, 2, "max", None))
+    if not all(v is None or isinstance(v, (int, float)) for v in (lo, hi)):
+        raise GraphError(f"{w}: clamp takes number bounds here; tensor bounds are not "
+                         "supported")
+    # An open side: the float32 extreme, finite in C.
+    return s.op("clip", [s.tensor(a[0], w)], w, lo=-3.4028234e38 if lo is None else float(lo),
+                hi=3.4028234e38 if hi is None else float(hi))
+
+
+def _dropout(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    """Nothing at inference (``nn.Dropout`` in eval mode passes ``training=False``); a
+    dropout that would drop is an error, not a silent identity."""
+    if s.arg(_kw(a, k, 2, "training", True)) and float(s.arg(_kw(a, k, 1, "p", 0.5))) > 0:
+        raise GraphError(f"{w}: dropout with training=True drops at random; call .eval() "
+                         "on the module, or pass training=False")
+    return s.arg(a[0])
 
 
 FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
@@ -82,7 +106,28 @@ FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
         "gelu", [s.tensor(a[0], w)], w, approximate=k.get("approximate", "none")),
     "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"), "exp": _unary("exp"),
     "sqrt": _unary("sqrt"), "rsqrt": _unary("rsqrt"), "neg": _unary("neg"),
-    "abs": _unary("abs"), "log": _unary("log"),
+    "abs": _unary("abs"), "log": _unary("log"), "silu": _unary("silu"),
+    "hardswish": _unary("hardswish"), "hardsigmoid": _unary("hardsigmoid"),
+    "erf": _unary("erf"), "square": _unary("square"), "reciprocal": _unary("reciprocal"),
+    "leaky_relu": lambda s, a, k, w: s.op("leaky_relu", [s.tensor(a[0], w)], w, slope=float(
+        s.arg(_kw(a, k, 1, "negative_slope", 0.01)))),
+    "elu": lambda s, a, k, w: s.op("elu", [s.tensor(a[0], w)], w,
+                                   alpha=float(s.arg(_kw(a, k, 1, "alpha", 1.0)))),
+    "softplus": lambda s, a, k, w: s.op("softplus", [s.tensor(a[0], w)], w,
+                                        beta=float(s.arg(_kw(a, k, 1, "beta", 1.0))),
+                                        threshold=float(s.arg(_kw(a, k, 2, "threshold", 20.0)))),
+    "clamp": lambda s, a, k, w: _clamp(s, a, k, w), "clip": lambda s, a, k, w: _clamp(s, a, k, w),
+    "maximum": lambda s, a, k, w: s.op("maximum", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
+    "minimum": lambda s, a, k, w: s.op("minimum", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
+    "dropout": lambda s, a, k, w: _dropout(s, a, k, w),
+    "sum": lambda s, a, k, w: _reduce("sum", s, a, k, w),
+    "amax": lambda s, a, k, w: _reduce("amax", s, a, k, w),
+    "amin": lambda s, a, k, w: _reduce("amin", s, a, k, w),
+    "log_softmax": lambda s, a, k, w: s.op("log_softmax", [s.tensor(a[0], w)], w, axis=int(
+        s.arg(_kw(a, k, 1, "dim", -1)))),
+    "rms_norm": lambda s, a, k, w: s.rms_norm(a[0], s.arg(a[1]),
+                                              s.arg(_kw(a, k, 2, "weight", None)),
+                                              s.arg(_kw(a, k, 3, "eps", None)), w),
     "pow": lambda s, a, k, w: _pow(s, a, k, w),
     "relu6": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w, lo=0.0, hi=6.0),
     "hardtanh": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w,

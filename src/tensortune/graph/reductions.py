@@ -1,0 +1,141 @@
+"""Reductions of the graph: mean, sum, amax and amin over given axes, softmax and
+log-softmax along one, and layer and RMS norms over the trailing axes their weights span.
+Each anchors a kernel of its own (``Pattern.REDUCE``); element-wise ops after it fuse in.
+
+Example:
+    >>> x = te.placeholder((4, 8), name="x")
+    >>> OPS["amax"].compute([x], {"axes": (-1,), "keepdim": True}, "m").shape
+    (4, 1)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .. import te
+from ..te.tensor import Tensor
+from .ops import Pattern, _op
+
+
+def reduce_over(x: Tensor, a: dict[str, Any], combiner: Callable[..., Any], n: str
+                ) -> Tensor:
+    """``x`` reduced by ``combiner`` (``te.sum``, ``te.max``, ...) over ``a["axes"]``,
+    keeping them as 1s with ``a["keepdim"]``: the body of mean, sum, amax and amin.
+
+    Example:
+        >>> reduce_over(x, {"axes": (-1,), "keepdim": True}, te.sum, "s").shape
+        (4, 1)
+    """
+    axes, keep = sorted(d % x.ndim for d in a["axes"]), a.get("keepdim", False)
+    rs = [te.reduce_axis(x.shape[d], f"r{d}") for d in axes]
+    shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keep or d not in axes)
+
+    def src(i: tuple[Any, ...]) -> tuple[Any, ...]:
+        it, out = iter(i), []
+        for d in range(x.ndim):
+            if d in axes:
+                out.append(rs[axes.index(d)])
+                if keep:
+                    next(it)
+            else:
+                out.append(next(it))
+        return tuple(out)
+    return te.compute(shape, lambda *i: combiner(x[src(i)], axis=rs), name=n)
+
+
+@_op("mean", Pattern.REDUCE)
+def _mean(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    x = ins[0]
+    count = math.prod(x.shape[d % x.ndim] for d in a["axes"])
+    s = reduce_over(x, a, te.sum, f"{n}_sum")
+    return te.compute(s.shape, lambda *i: s[i] * (1.0 / count), name=n)
+
+
+def _plain(combiner: Callable[..., Any]) -> Callable[[list[Tensor], dict[str, Any], str],
+                                                   Tensor]:
+    def compute(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+        return reduce_over(ins[0], a, combiner, n)
+    return compute
+
+
+for _name, _combiner in (("sum", te.sum), ("amax", te.max), ("amin", te.min)):
+    _op(_name, Pattern.REDUCE)(_plain(_combiner))
+
+
+def _last_axis_reduce(x: Tensor, axis: int) -> tuple[int, Callable[..., tuple[Any, ...]]]:
+    axis %= x.ndim
+
+    def at(i: tuple[Any, ...], r: Any) -> tuple[Any, ...]:
+        return i[:axis] + (r,) + i[axis + 1:]
+    return axis, at
+
+
+def _max_and_sum(x: Tensor, a: dict[str, Any], n: str
+                 ) -> tuple[Callable[..., tuple[Any, ...]], Tensor, Tensor]:
+    """Along ``a["axis"]``: the max of ``x`` and the sum of e^(x - max) (kept as a 1), and
+    the index of an element's row in them."""
+    axis, at = _last_axis_reduce(x, a.get("axis", -1))
+    r1, r2 = te.reduce_axis(x.shape[axis], "r1"), te.reduce_axis(x.shape[axis], "r2")
+    red = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+    mx = te.compute(red, lambda *i: te.max(x[at(i, r1)], axis=r1), name=f"{n}_max")
+    sm = te.compute(red, lambda *i: te.sum(te.exp(x[at(i, r2)] - mx[i]), axis=r2),
+                    name=f"{n}_sum")
+    return at, mx, sm
+
+
+@_op("softmax", Pattern.REDUCE)
+def _softmax(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    x = ins[0]
+    at, mx, sm = _max_and_sum(x, a, n)
+    return te.compute(x.shape, lambda *i: te.exp(x[i] - mx[at(i, 0)]) / sm[at(i, 0)], name=n)
+
+
+@_op("log_softmax", Pattern.REDUCE)
+def _log_softmax(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    x = ins[0]
+    at, mx, sm = _max_and_sum(x, a, n)
+    return te.compute(x.shape, lambda *i: x[i] - mx[at(i, 0)] - te.log(sm[at(i, 0)]), name=n)
+
+
+@_op("rms_norm", Pattern.REDUCE)
+def _rms_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * gamma over the trailing axes gamma spans (LLaMA's
+    RMSNorm, ``nn.RMSNorm``)."""
+    x, gamma = ins
+    nd = gamma.ndim
+    inner = x.shape[-nd:]
+    if inner != gamma.shape:
+        raise ValueError(f"normalized shape {list(gamma.shape)} is not the trailing shape of "
+                         f"{list(x.shape)}")
+    cnt, eps = math.prod(inner), float(a.get("eps", 1e-6))
+    lead = x.shape[:-nd]
+    r = [te.reduce_axis(s, f"r{d}") for d, s in enumerate(inner)]
+    ss = te.compute(lead, lambda *i: te.sum(x[i + tuple(r)] * x[i + tuple(r)], axis=r),
+                    name=f"{n}_sumsq")
+    k = len(lead)
+    return te.compute(x.shape, lambda *i: x[i] / te.sqrt(ss[i[:k]] * (1.0 / cnt) + eps)
+                      * gamma[i[k:]], name=n)
+
+
+@_op("layer_norm", Pattern.REDUCE)
+def _layer_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """Normalise over the trailing axes that gamma and beta span."""
+    x, gamma, beta = ins
+    nd = gamma.ndim
+    inner = x.shape[-nd:]
+    if inner != gamma.shape:
+        raise ValueError(f"normalized shape {list(gamma.shape)} is not the trailing shape of "
+                         f"{list(x.shape)}")
+    cnt, eps = math.prod(inner), float(a.get("eps", 1e-5))
+    lead = x.shape[:-nd]
+    r1 = [te.reduce_axis(s, f"r{d}") for d, s in enumerate(inner)]
+    r2 = [te.reduce_axis(s, f"q{d}") for d, s in enumerate(inner)]
+    mu = te.compute(lead, lambda *i: te.sum(x[i + tuple(r1)], axis=r1), name=f"{n}_mean")
+    var = te.compute(lead, lambda *i: te.sum(
+        (x[i + tuple(r2)] - mu[i] * (1.0 / cnt)) * (x[i + tuple(r2)] - mu[i] * (1.0 / cnt)),
+        axis=r2), name=f"{n}_var")
+    k = len(lead)
+    return te.compute(x.shape, lambda *i: (x[i] - mu[i[:k]] * (1.0 / cnt)) / te.sqrt(
+        var[i[:k]] * (1.0 / cnt) + eps) * gamma[i[k:]] + beta[i[k:]], name=n)
