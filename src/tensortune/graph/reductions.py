@@ -99,18 +99,23 @@ def _log_softmax(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     return te.compute(x.shape, lambda *i: x[i] - mx[at(i, 0)] - te.log(sm[at(i, 0)]), name=n)
 
 
+def _trailing(x: Tensor, gamma: Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The trailing axes of ``x`` a norm's weight spans, and the leading ones; a
+    ValueError if the weight's shape is not ``x``'s trailing shape."""
+    inner = x.shape[-gamma.ndim:]
+    if inner != gamma.shape:
+        raise ValueError(f"normalized shape {list(gamma.shape)} is not the trailing shape of "
+                         f"{list(x.shape)}")
+    return inner, x.shape[:-gamma.ndim]
+
+
 @_op("rms_norm", Pattern.REDUCE)
 def _rms_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * gamma over the trailing axes gamma spans (LLaMA's
     RMSNorm, ``nn.RMSNorm``)."""
     x, gamma = ins
-    nd = gamma.ndim
-    inner = x.shape[-nd:]
-    if inner != gamma.shape:
-        raise ValueError(f"normalized shape {list(gamma.shape)} is not the trailing shape of "
-                         f"{list(x.shape)}")
+    inner, lead = _trailing(x, gamma)
     cnt, eps = math.prod(inner), float(a.get("eps", 1e-6))
-    lead = x.shape[:-nd]
     r = [te.reduce_axis(s, f"r{d}") for d, s in enumerate(inner)]
     ss = te.compute(lead, lambda *i: te.sum(x[i + tuple(r)] * x[i + tuple(r)], axis=r),
                     name=f"{n}_sumsq")
@@ -123,13 +128,8 @@ def _rms_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
 def _layer_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     """Normalise over the trailing axes that gamma and beta span."""
     x, gamma, beta = ins
-    nd = gamma.ndim
-    inner = x.shape[-nd:]
-    if inner != gamma.shape:
-        raise ValueError(f"normalized shape {list(gamma.shape)} is not the trailing shape of "
-                         f"{list(x.shape)}")
+    inner, lead = _trailing(x, gamma)
     cnt, eps = math.prod(inner), float(a.get("eps", 1e-5))
-    lead = x.shape[:-nd]
     r1 = [te.reduce_axis(s, f"r{d}") for d, s in enumerate(inner)]
     r2 = [te.reduce_axis(s, f"q{d}") for d, s in enumerate(inner)]
     mu = te.compute(lead, lambda *i: te.sum(x[i + tuple(r1)], axis=r1), name=f"{n}_mean")
