@@ -95,6 +95,16 @@ def _dropout(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
     return s.arg(a[0])
 
 
+def _pow(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    """``x ** c``, ``x.pow(c)``, ``torch.pow(x, c)`` for a number ``c`` (RMSNorm's square):
+    a scalar op, which ``te.pow`` writes out for the small exponents."""
+    c = s.arg(_kw(a, k, 1, "exponent", None))
+    if not isinstance(c, (int, float)) or isinstance(c, bool):
+        raise GraphError(f"{w}: pow takes a number exponent here, got "
+                         f"{type(c).__name__}; a tensor exponent is not supported")
+    return s.op("scalar", [s.tensor(a[0], w)], w, fn="pow", value=float(c))
+
+
 FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
     "add": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
     "iadd": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
@@ -116,10 +126,9 @@ FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
     "softplus": lambda s, a, k, w: s.op("softplus", [s.tensor(a[0], w)], w,
                                         beta=float(s.arg(_kw(a, k, 1, "beta", 1.0))),
                                         threshold=float(s.arg(_kw(a, k, 2, "threshold", 20.0)))),
-    "clamp": lambda s, a, k, w: _clamp(s, a, k, w), "clip": lambda s, a, k, w: _clamp(s, a, k, w),
+    "clamp": _clamp, "clip": _clamp, "dropout": _dropout, "pow": _pow,
     "maximum": lambda s, a, k, w: s.op("maximum", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
     "minimum": lambda s, a, k, w: s.op("minimum", [s.tensor(a[0], w), s.tensor(a[1], w)], w),
-    "dropout": lambda s, a, k, w: _dropout(s, a, k, w),
     "sum": lambda s, a, k, w: _reduce("sum", s, a, k, w),
     "amax": lambda s, a, k, w: _reduce("amax", s, a, k, w),
     "amin": lambda s, a, k, w: _reduce("amin", s, a, k, w),
@@ -128,7 +137,6 @@ FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
     "rms_norm": lambda s, a, k, w: s.rms_norm(a[0], s.arg(a[1]),
                                               s.arg(_kw(a, k, 2, "weight", None)),
                                               s.arg(_kw(a, k, 3, "eps", None)), w),
-    "pow": lambda s, a, k, w: _pow(s, a, k, w),
     "relu6": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w, lo=0.0, hi=6.0),
     "hardtanh": lambda s, a, k, w: s.op("clip", [s.tensor(a[0], w)], w,
                                         lo=float(_kw(a, k, 1, "min_val", -1.0)),
@@ -161,16 +169,6 @@ FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
         count_include_pad=bool(_kw(a, k, 5, "count_include_pad", True)),
         divisor_override=_kw(a, k, 6, "divisor_override", None)),
 }
-
-
-def _pow(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
-    """``x ** c``, ``x.pow(c)``, ``torch.pow(x, c)`` for a number ``c`` (RMSNorm's square):
-    a scalar op, which ``te.pow`` writes out for the small exponents."""
-    c = s.arg(_kw(a, k, 1, "exponent", None))
-    if not isinstance(c, (int, float)) or isinstance(c, bool):
-        raise GraphError(f"{w}: pow takes a number exponent here, got "
-                         f"{type(c).__name__}; a tensor exponent is not supported")
-    return s.op("scalar", [s.tensor(a[0], w)], w, fn="pow", value=float(c))
 
 
 def _batch_norm(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
