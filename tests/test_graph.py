@@ -184,6 +184,12 @@ def test_activations_reductions_and_norms_of_current_models_match_pytorch():
     check(Lambda(lambda x: x.sum(-1) + x.amax(dim=1) - x.amin(1)).eval(), torch.randn(4, 24))
     check(Lambda(lambda x: x.sum((0, 2), keepdim=True) * x).eval(), torch.randn(2, 3, 8))
     check(Lambda(lambda x: F.log_softmax(x, dim=-1)).eval(), torch.randn(5, 33))
+    check(Lambda(lambda x: x * (x.var(-1, keepdim=True) + torch.std(x, dim=0)
+                                + x.var(dim=-1, unbiased=False, keepdim=True)
+                                + torch.var(x, 1, correction=0, keepdim=True))).eval(),
+          torch.randn(4, 7))
+    with pytest.raises(GraphError, match="reduction over every axis gives a 0-d tensor"):
+        tt.compile_model(Lambda(lambda x: x * x.sum()).eval(), torch.randn(2, 3))
     check(nn.Sequential(nn.Dropout(0.3), nn.RMSNorm(32), nn.SiLU()).eval(),
           torch.randn(6, 32))
     mods = nn.Sequential(nn.Linear(16, 16), nn.LeakyReLU(0.1), nn.Hardswish(), nn.ELU(0.7),

@@ -1,4 +1,4 @@
-"""Reductions of the graph: mean, sum, amax and amin over given axes, softmax and
+"""Reductions of the graph: mean, sum, amax, amin, var and std over given axes, softmax and
 log-softmax along one, and layer and RMS norms over the trailing axes their weights span.
 Each anchors a kernel of its own (``Pattern.REDUCE``); element-wise ops after it fuse in.
 
@@ -31,6 +31,9 @@ def reduce_over(x: Tensor, a: dict[str, Any], combiner: Callable[..., Any], n: s
     axes, keep = sorted(d % x.ndim for d in a["axes"]), a.get("keepdim", False)
     rs = [te.reduce_axis(x.shape[d], f"r{d}") for d in axes]
     shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keep or d not in axes)
+    if not shape:
+        raise ValueError("a reduction over every axis gives a 0-d tensor, which is not "
+                         "supported; keep the axes (keepdim=True) or reduce fewer")
 
     def src(i: tuple[Any, ...]) -> tuple[Any, ...]:
         it, out = iter(i), []
@@ -51,6 +54,31 @@ def _mean(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     count = math.prod(x.shape[d % x.ndim] for d in a["axes"])
     s = reduce_over(x, a, te.sum, f"{n}_sum")
     return te.compute(s.shape, lambda *i: s[i] * (1.0 / count), name=n)
+
+
+def _spread(ins: list[Tensor], a: dict[str, Any], n: str, root: bool) -> Tensor:
+    """var (or std, its square root) over ``a["axes"]``: the squared deviations from the
+    mean, summed and divided by the count less ``a["correction"]`` (1 by default, as
+    PyTorch's)."""
+    x = ins[0]
+    axes = sorted(d % x.ndim for d in a["axes"])
+    count = math.prod(x.shape[d] for d in axes)
+    total = reduce_over(x, {"axes": axes, "keepdim": True}, te.sum, f"{n}_sum")
+
+    def row(i: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(0 if d in axes else v for d, v in enumerate(i))
+    dev = te.compute(x.shape, lambda *i: (x[i] - total[row(i)] * (1.0 / count)) * (
+        x[i] - total[row(i)] * (1.0 / count)), name=f"{n}_dev")
+    ss = reduce_over(dev, a, te.sum, f"{n}_ss")
+    scale = 1.0 / max(count - float(a.get("correction", 1)), 0.0) \
+        if count > float(a.get("correction", 1)) else float("nan")
+    if root:
+        return te.compute(ss.shape, lambda *i: te.sqrt(ss[i] * scale), name=n)
+    return te.compute(ss.shape, lambda *i: ss[i] * scale, name=n)
+
+
+_op("var", Pattern.REDUCE)(lambda ins, a, n: _spread(ins, a, n, False))
+_op("std", Pattern.REDUCE)(lambda ins, a, n: _spread(ins, a, n, True))
 
 
 def _plain(combiner: Callable[..., Any]) -> Callable[[list[Tensor], dict[str, Any], str],

@@ -76,6 +76,23 @@ def _mean(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     return _reduce("mean", s, a, k, w)
 
 
+def _spread(op: str, s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    """var or std: ``correction`` (or the older ``unbiased``, a bool after ``dim``)."""
+    if "correction" in k:
+        corr = s.arg(k["correction"])
+    elif "unbiased" in k or (len(a) > 2 and isinstance(s.arg(a[2]), bool)):
+        corr = int(bool(s.arg(k["unbiased"] if "unbiased" in k else a[2])))
+    else:
+        corr = 1
+    keep = s.arg(k.get("keepdim", a[3] if len(a) > 3 else False))
+    dims = s.arg(_kw(a, k, 1, "dim", None))
+    if dims is None or dims == () or dims == []:
+        dims = tuple(range(len(s.shape(a[0]))))
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return s.op(op, [s.tensor(a[0], w)], w, axes=dims, keepdim=bool(keep),
+                correction=1 if corr is None else float(corr))
+
+
 def _clamp(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     lo, hi = s.arg(_kw(a, k, 1, "min", None)), s.arg(_kw(a, k, 2, "max", None))
     if not all(v is None or isinstance(v, (int, float)) for v in (lo, hi)):
@@ -132,6 +149,8 @@ FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
     "sum": lambda s, a, k, w: _reduce("sum", s, a, k, w),
     "amax": lambda s, a, k, w: _reduce("amax", s, a, k, w),
     "amin": lambda s, a, k, w: _reduce("amin", s, a, k, w),
+    "var": lambda s, a, k, w: _spread("var", s, a, k, w),
+    "std": lambda s, a, k, w: _spread("std", s, a, k, w),
     "log_softmax": lambda s, a, k, w: s.op("log_softmax", [s.tensor(a[0], w)], w, axis=int(
         s.arg(_kw(a, k, 1, "dim", -1)))),
     "rms_norm": lambda s, a, k, w: s.rms_norm(a[0], s.arg(a[1]),
