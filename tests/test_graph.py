@@ -192,6 +192,19 @@ def test_activations_reductions_and_norms_of_current_models_match_pytorch():
         tt.compile_model(Lambda(lambda x: x * x.sum()).eval(), torch.randn(2, 3))
     check(nn.Sequential(nn.Dropout(0.3), nn.RMSNorm(32), nn.SiLU()).eval(),
           torch.randn(6, 32))
+    # Comparisons, where and masked_fill with a causal mask buffer (these compile
+    # without trials, through the checked build of untuned tasks: gcc 12.2 at -O3
+    # miscompiled the where as written).
+    class Causal(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mask", torch.tril(torch.ones(6, 6, dtype=torch.bool)))
+
+        def forward(self, x):
+            s = (x @ x.transpose(0, 1)).masked_fill(self.mask == 0, float("-inf"))
+            return (torch.softmax(s, -1) + torch.where(x > 0, x, x * 0.1).sum(-1, keepdim=True)
+                    + (0.5 < x).float().mean(-1, keepdim=True))
+    check(Causal().eval(), torch.randn(6, 5))
     mods = nn.Sequential(nn.Linear(16, 16), nn.LeakyReLU(0.1), nn.Hardswish(), nn.ELU(0.7),
                          nn.Softplus(beta=1.5), nn.Hardsigmoid(), nn.LogSoftmax(dim=-1))
     check(mods.eval(), torch.randn(3, 16))

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import tensortune as tt
+from tensortune import te
 from tensortune.reference import evaluate, random_inputs
 
 
@@ -60,3 +61,49 @@ def test_a_long_vectorized_row_loops_over_its_chunks():
     assert "j_c < 64;" in kernel.source and kernel.source.count("tt_st_") <= 2
     (x,) = random_inputs(f)
     np.testing.assert_allclose(kernel(x), evaluate(f, [x])[0], rtol=1e-6)
+
+
+def _where_of_two_intermediates():
+    """Three stages over 6 x 5 with two intermediates, a select between them: gcc 12.2 at
+    -O3 with AVX computed it wrong as written."""
+    x = te.placeholder((6, 5), name="X")
+    m = te.compute((6, 5), lambda i, j: te.if_then_else(x[i, j] > 0.0, 1.0, 0.0), name="M")
+    n = te.compute((6, 5), lambda i, j: x[i, j] * 0.1, name="N")
+    y = te.compute((6, 5), lambda i, j: te.if_then_else(te.ne(m[i, j], 0.0), x[i, j],
+                                                         n[i, j]), name="Y")
+    return te.create_func([x, y], name="where2")
+
+
+def test_build_checked_rebuilds_a_wrong_kernel_with_safe_flags(monkeypatch):
+    from tensortune import kernel as kmod
+
+    f = _where_of_two_intermediates()
+    a = np.random.default_rng(2).standard_normal((6, 5)).astype(np.float32)
+    want = np.where(a > 0, a, a * np.float32(0.1))
+    np.testing.assert_allclose(kmod.build_checked(f)(a), want, rtol=1e-6)
+    # Whatever this compiler does with it: a first build that is wrong is built again.
+    real, calls = kmod.build, []
+
+    def first_wrong(func, target=None, source=None):
+        calls.append(target.flags)
+        k = real(func, target)
+        return _Scaled(k) if len(calls) == 1 else k
+    monkeypatch.setattr(kmod, "build", first_wrong)
+    k = kmod.build_checked(f)
+    assert len(calls) == 2 and set(kmod.SAFE_FLAGS) <= set(calls[1])
+    np.testing.assert_allclose(k(a), want, rtol=1e-6)
+    monkeypatch.setattr(kmod, "build", lambda func, target=None, source=None: _Scaled(
+        real(func, target)))
+    with pytest.raises(tt.TensorTuneError, match="where2: its unscheduled kernel computes "
+                                                 "wrong results"):
+        kmod.build_checked(f)
+
+
+class _Scaled:
+    """A kernel whose results are off by a factor: a stand-in for a miscompiled one."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, *args):
+        return self.k(*args) * 2.0

@@ -114,3 +114,43 @@ def build(obj: Any, target: Target | None = None, source: str | None = None) -> 
     if source is None:
         source = emit_c(lower(func), tgt)
     return Kernel(func, source, compile_source(source, tgt), tgt)
+
+
+# Added to the target's flags when a kernel built with them fails its check: gcc 12.2's
+# loop vectorizer at -O3 with AVX miscompiled an unscheduled three-stage function (two
+# 6 x 5 intermediates, a select between them; RESULTS.md), which the same C at -O2 or
+# without the loop vectorizer computes right.
+SAFE_FLAGS = ("-fno-tree-loop-vectorize",)
+
+
+def build_checked(func: PrimFunc, target: Target | None = None) -> Kernel:
+    """``build(func)``, checked once against the float64 reference on random inputs; if it
+    fails, built again with ``SAFE_FLAGS`` and checked again. For kernels no search has
+    checked (a model's untuned tasks). Raises ``TensorTuneError`` naming the function if
+    neither build computes it right.
+
+    Example:
+        >>> kernel = build_checked(func)
+    """
+    import dataclasses
+
+    from .reference import CheckError, check_close, reference_case
+
+    tgt = target or Target.host()
+    try:
+        ins, want = reference_case(func)
+    except CheckError:
+        return build(func, tgt)     # no finite reference to check on: as built
+    err = ""
+    for t in (tgt, dataclasses.replace(tgt, flags=tgt.flags + SAFE_FLAGS)):
+        k = build(func, t)
+        got = k(*[a.copy() for a in ins])
+        try:
+            for i, (o, w) in enumerate(zip(got if isinstance(got, tuple) else (got,), want)):
+                check_close(o, w, f"{func.name} output {i}")
+            return k
+        except CheckError as e:
+            err = str(e)
+    raise TensorTuneError(f"{func.name}: its unscheduled kernel computes wrong results "
+                          f"with the target's flags and with {' '.join(SAFE_FLAGS)} too "
+                          f"({err})")

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..codegen import Target
 from ..database import Database, DatabaseError
-from ..kernel import Kernel, build
+from ..kernel import Kernel, build_checked
 from ..search.records import best_record
 from ..search.task_scheduler import TaskScheduler, TaskState
 from ..search.tune import compile, tuned_func, whole_number
@@ -113,5 +113,6 @@ def _task_kernel(func: PrimFunc, db: Database, target: Target) -> tuple[Kernel, 
     try:
         best_record(tuned_func(func, db, target), db, target)
     except DatabaseError:  # no record for this machine: the unscheduled function still runs
-        return build(func, target), False
+        # No search checked it: checked here, and rebuilt if the compiler got it wrong.
+        return build_checked(func, target), False
     return compile(func, database=db, target=target), True

@@ -78,9 +78,13 @@ class _Importer:
         v = self.arg(a)
         if isinstance(v, TensorRef):
             return v.name
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = self.torch.full((1,), float(v))   # a number where a tensor goes (where)
         if isinstance(v, self.torch.Tensor):
             if id(v) not in self.consts:
-                self.consts[id(v)] = (v, self.g.const("c", to_numpy(v)))
+                # A bool mask (a causal mask buffer) as the 1.0 / 0.0 the comparisons give.
+                arr = to_numpy(v.float() if v.dtype == self.torch.bool else v)
+                self.consts[id(v)] = (v, self.g.const("c", arr))
             return self.consts[id(v)][1]
         raise GraphError(f"{where}: expected a tensor argument, got {v!r}")
 
@@ -90,12 +94,12 @@ class _Importer:
     def binary(self, fn: str, a: Any, b: Any, where: str) -> Any:
         a, b = self.arg(a), self.arg(b)
         if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            return {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
-                    "div": operator.truediv}[fn](a, b)
+            return getattr(operator, "truediv" if fn == "div" else fn)(a, b)
         if isinstance(b, (int, float)):
             return self.op("scalar", [self.tensor(a, where)], where, fn=fn, value=float(b))
         if isinstance(a, (int, float)):
-            rfn = {"add": "add", "mul": "mul", "sub": "rsub", "div": "rdiv"}[fn]
+            rfn = {"add": "add", "mul": "mul", "sub": "rsub", "div": "rdiv", "gt": "lt",
+                   "lt": "gt", "ge": "le", "le": "ge", "eq": "eq", "ne": "ne"}[fn]
             return self.op("scalar", [self.tensor(b, where)], where, fn=rfn, value=float(a))
         return self.op(fn, [self.tensor(a, where), self.tensor(b, where)], where)
 

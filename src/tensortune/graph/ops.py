@@ -95,9 +95,21 @@ _unary("gelu", lambda x, a: (
     x * 0.5 * (te.tanh((x + x * x * x * 0.044715) * math.sqrt(2 / math.pi)) + 1.0)
     if a.get("approximate") == "tanh" else x * 0.5 * (te.erf(x * (1 / math.sqrt(2))) + 1.0)))
 
+# Comparisons give a mask of 1.0 and 0.0 in float32 (PyTorch's are bool): ``where`` and
+# ``masked_fill`` read it as true where it is not 0.
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "gt": lambda a, b: a > b, "lt": lambda a, b: a < b, "ge": lambda a, b: a >= b,
+    "le": lambda a, b: a <= b, "eq": te.eq, "ne": te.ne}
+
+
+def _mask(cmp: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    return lambda a, b: te.if_then_else(cmp(a, b), 1.0, 0.0)
+
+
 _SCALAR = {"add": lambda x, c: x + c, "sub": lambda x, c: x - c, "mul": lambda x, c: x * c,
            "div": lambda x, c: x / c, "pow": lambda x, c: te.pow(x, c),
-           "rsub": lambda x, c: c - x, "rdiv": lambda x, c: c / x}
+           "rsub": lambda x, c: c - x, "rdiv": lambda x, c: c / x,
+           **{name: _mask(cmp) for name, cmp in _COMPARE.items()}}
 
 
 @_op("scalar", Pattern.ELEMWISE)
@@ -128,7 +140,8 @@ def _bcast(t: Tensor, idx: tuple[Any, ...], shape: tuple[int, ...]) -> Any:
 
 
 _BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-           "div": lambda a, b: a / b, "maximum": te.maximum, "minimum": te.minimum}
+           "div": lambda a, b: a / b, "maximum": te.maximum, "minimum": te.minimum,
+           **{name: _mask(cmp) for name, cmp in _COMPARE.items()}}
 
 
 def _binary(name: str) -> None:
@@ -143,6 +156,16 @@ def _binary(name: str) -> None:
 
 for _name in _BINARY:
     _binary(_name)
+
+
+@_op("where", Pattern.BROADCAST)
+def _where(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """``b`` where the mask ``c`` is not 0, else ``f`` (``torch.where``, ``masked_fill``)."""
+    c, t, f = ins
+    shape = broadcast_shape(c.shape, t.shape, f.shape)
+    return te.compute(shape, lambda *i: te.if_then_else(te.ne(_bcast(c, i, shape), 0.0),
+                                                        _bcast(t, i, shape),
+                                                        _bcast(f, i, shape)), name=n)
 
 
 # -- anchors -------------------------------------------------------------------------------

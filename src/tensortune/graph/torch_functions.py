@@ -122,6 +122,22 @@ def _pow(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
     return s.op("scalar", [s.tensor(a[0], w)], w, fn="pow", value=float(c))
 
 
+def _compare(name: str) -> Callable[[Importer, list[Any], dict[str, Any], str], Any]:
+    """A comparison (``x > 0``, ``mask == 0``): a mask of 1.0 and 0.0."""
+    def handle(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+        return s.binary(name, a[0], a[1], w)
+    return handle
+
+
+def _to_float(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    """``x.float()``: the graph's masks and floats are float32 already; integers are
+    converted (times 1.0)."""
+    ref = s.tensor(a[0], w)
+    if s.g.nodes[ref].dtype == "float32":
+        return s.arg(a[0])
+    return s.op("scalar", [ref], w, fn="mul", value=1.0)
+
+
 FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
     "add": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
     "iadd": lambda s, a, k, w: s.binary("add", a[0], a[1], w),
@@ -149,6 +165,12 @@ FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
     "sum": lambda s, a, k, w: _reduce("sum", s, a, k, w),
     "amax": lambda s, a, k, w: _reduce("amax", s, a, k, w),
     "amin": lambda s, a, k, w: _reduce("amin", s, a, k, w),
+    **{name: _compare(name) for name in ("gt", "lt", "ge", "le", "eq", "ne")},
+    "float": _to_float,
+    "where": lambda s, a, k, w: s.op("where", [s.tensor(a[0], w), s.tensor(a[1], w),
+                                               s.tensor(a[2], w)], w),
+    "masked_fill": lambda s, a, k, w: s.op("where", [s.tensor(a[1], w), s.tensor(a[2], w),
+                                                     s.tensor(a[0], w)], w),
     "var": lambda s, a, k, w: _spread("var", s, a, k, w),
     "std": lambda s, a, k, w: _spread("std", s, a, k, w),
     "log_softmax": lambda s, a, k, w: s.op("log_softmax", [s.tensor(a[0], w)], w, axis=int(
