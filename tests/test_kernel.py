@@ -94,8 +94,7 @@ def test_build_checked_rebuilds_a_wrong_kernel_with_safe_flags(monkeypatch):
     np.testing.assert_allclose(k(a), want, rtol=1e-6)
     monkeypatch.setattr(kmod, "build", lambda func, target=None, source=None: _Scaled(
         real(func, target)))
-    with pytest.raises(tt.TensorTuneError, match="where2: its unscheduled kernel computes "
-                                                 "wrong results"):
+    with pytest.raises(tt.TensorTuneError, match="where2: its kernel computes wrong results"):
         kmod.build_checked(f)
 
 
@@ -107,3 +106,15 @@ class _Scaled:
 
     def __call__(self, *args):
         return self.k(*args) * 2.0
+
+
+def test_build_with_check_checks_a_hand_schedule_against_the_function_as_written():
+    f = _where_of_two_intermediates()
+    sch = tt.Schedule(f)
+    for name in ("M", "N"):
+        sch.compute_inline(sch.get_block(name))
+    (i, j) = sch.get_loops(sch.get_block("Y"))
+    sch.parallel(i)
+    a = np.random.default_rng(3).standard_normal((6, 5)).astype(np.float32)
+    np.testing.assert_allclose(tt.build(sch, check=True)(a), np.where(a > 0, a, a * 0.1),
+                               rtol=1e-6)

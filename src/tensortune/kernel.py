@@ -103,12 +103,22 @@ class Kernel:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def build(obj: Any, target: Target | None = None, source: str | None = None) -> Kernel:
+def build(obj: Any, target: Target | None = None, source: str | None = None,
+          check: bool = False) -> Kernel:
     """Compile a ``PrimFunc`` or a ``Schedule`` (its current program) into a ``Kernel``;
-    ``source``, when given, is the C already generated for it (lowering is skipped)."""
+    ``source``, when given, is the C already generated for it (lowering is skipped). With
+    ``check``, the kernel is checked once against the float64 reference of the function
+    as written (a schedule's original) on random inputs, and built again with
+    ``SAFE_FLAGS`` if the compiler got it wrong (``build_checked``).
+
+    Example:
+        >>> kernel = tt.build(sch, check=True)      # a hand schedule, checked
+    """
     func = getattr(obj, "func", obj)
     if not isinstance(func, PrimFunc):
         raise TensorTuneError(f"tt.build takes a PrimFunc or a Schedule, got {type(obj).__name__}")
+    if check:
+        return build_checked(func, target, reference=getattr(obj, "original", func))
     tgt = target or Target.host()
     verify(func)
     if source is None:
@@ -123,11 +133,13 @@ def build(obj: Any, target: Target | None = None, source: str | None = None) -> 
 SAFE_FLAGS = ("-fno-tree-loop-vectorize",)
 
 
-def build_checked(func: PrimFunc, target: Target | None = None) -> Kernel:
-    """``build(func)``, checked once against the float64 reference on random inputs; if it
-    fails, built again with ``SAFE_FLAGS`` and checked again. For kernels no search has
-    checked (a model's untuned tasks). Raises ``TensorTuneError`` naming the function if
-    neither build computes it right.
+def build_checked(func: PrimFunc, target: Target | None = None,
+                  reference: PrimFunc | None = None) -> Kernel:
+    """``build(func)``, checked once against the float64 reference of ``reference`` (by
+    default ``func`` itself: an unscheduled function) on random inputs; if it fails,
+    built again with ``SAFE_FLAGS`` and checked again. For kernels no search has checked
+    (a model's untuned tasks, ``tt.build(..., check=True)``). Raises
+    ``TensorTuneError`` naming the function if neither build computes it right.
 
     Example:
         >>> kernel = build_checked(func)
@@ -138,7 +150,7 @@ def build_checked(func: PrimFunc, target: Target | None = None) -> Kernel:
 
     tgt = target or Target.host()
     try:
-        ins, want = reference_case(func)
+        ins, want = reference_case(reference or func)
     except CheckError:
         return build(func, tgt)     # no finite reference to check on: as built
     err = ""
@@ -151,6 +163,5 @@ def build_checked(func: PrimFunc, target: Target | None = None) -> Kernel:
             return k
         except CheckError as e:
             err = str(e)
-    raise TensorTuneError(f"{func.name}: its unscheduled kernel computes wrong results "
-                          f"with the target's flags and with {' '.join(SAFE_FLAGS)} too "
-                          f"({err})")
+    raise TensorTuneError(f"{func.name}: its kernel computes wrong results with the "
+                          f"target's flags and with {' '.join(SAFE_FLAGS)} too ({err})")
