@@ -216,6 +216,30 @@ def test_activations_reductions_and_norms_of_current_models_match_pytorch():
                          torch.randn(2, 3))
 
 
+def test_slicing_split_and_chunk_match_pytorch():
+    """Indexing with ints, stepped slices and ..., a fixed slice of a mask buffer, and
+    the parts of split and chunk picked by index (a fused qkv projection, a rotary
+    half-swap)."""
+    class Parts(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(16, 48)
+            self.register_buffer("mask", torch.tril(torch.ones(8, 8, dtype=torch.bool)))
+
+        def forward(self, x):
+            p = self.qkv(x).split(16, dim=-1)
+            half = x.chunk(2, dim=-1)
+            s = (p[0] @ p[1].transpose(0, 1)).masked_fill(self.mask[:6, :6] == 0, -1e9)
+            return (torch.softmax(s, -1) @ p[2] + torch.cat([-half[1], half[0]], -1)
+                    + torch.cat([x[..., ::2], x[:, 1::2]], 1) + x[1:2, :] + x[:, 3:4]
+                    + torch.split(x, [4, 12], dim=1)[1].sum(1, keepdim=True) + x[2])
+    check(Parts().eval(), torch.randn(6, 16))
+    with pytest.raises(GraphError, match="indexing with None"):
+        tt.compile_model(Lambda(lambda x: x[None, :]).eval(), torch.randn(2, 3))
+    with pytest.raises(GraphError, match="steps backwards"):
+        tt.compile_model(Lambda(lambda x: x[:, 2:1]).eval(), torch.randn(2, 3))
+
+
 def test_a_model_with_nothing_to_compute_compiles_to_no_kernel():
     compiled = tt.compile_model(nn.Sequential(nn.Dropout(0.2), nn.Identity()).eval(),
                                 torch.randn(3, 4), trials=8)

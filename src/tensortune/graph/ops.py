@@ -322,6 +322,23 @@ def _permute(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
                       lambda *i: x[tuple(i[inv[d]] for d in range(x.ndim))], name=n)
 
 
+@_op("slice", Pattern.INJECTIVE)
+def _slice(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """``x[index]`` with ints and stepped slices: ``a["index"]`` has one entry per axis of
+    ``x``, ``("i", k)`` (the axis dropped at k) or ``("s", start, step, length)``."""
+    x, spec = ins[0], a["index"]
+    if len(spec) != x.ndim:
+        raise ValueError(f"an index of {len(spec)} axes for a tensor of {x.ndim}")
+    shape = tuple(e[3] for e in spec if e[0] == "s")
+    if not shape:
+        raise ValueError("indexing down to a 0-d tensor is not supported")
+
+    def body(*o: Any) -> Any:
+        it = iter(o)
+        return x[tuple(e[1] if e[0] == "i" else e[1] + e[2] * next(it) for e in spec)]
+    return te.compute(shape, body, name=n)
+
+
 @_op("concat", Pattern.INJECTIVE)
 def _concat(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     axis = a["axis"] % ins[0].ndim

@@ -93,6 +93,80 @@ def _spread(op: str, s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Te
                 correction=1 if corr is None else float(corr))
 
 
+def index_spec(shape: tuple[int, ...], index: Any, where: str) -> tuple[tuple[Any, ...], ...]:
+    """The ``slice`` op's index for ``x[index]`` on a tensor of ``shape``: ints, slices
+    with a positive step and one Ellipsis (``x[..., :d]``, ``mask[:T, :T]``).
+
+    Example:
+        >>> index_spec((4, 6), (slice(None), slice(0, 6, 2)), "x")
+        (('s', 0, 1, 4), ('s', 0, 2, 3))
+    """
+    items = index if isinstance(index, tuple) else (index,)
+    if any(it is None for it in items):
+        raise GraphError(f"{where}: indexing with None (a new axis) is not supported; use "
+                         "unsqueeze")
+    named = sum(1 for it in items if it is not Ellipsis)
+    if named > len(shape):
+        raise GraphError(f"{where}: {named} indices for a tensor of {len(shape)} axes")
+    out: list[tuple[Any, ...]] = []
+    for it in items:
+        d = len(out)
+        if it is Ellipsis:
+            out += [("s", 0, 1, shape[d + j]) for j in range(len(shape) - named)]
+        elif isinstance(it, int) and not isinstance(it, bool):
+            if not -shape[d] <= it < shape[d]:
+                raise GraphError(f"{where}: index {it} is out of range for axis {d} of "
+                                 f"{shape[d]}")
+            out.append(("i", it % shape[d]))
+        elif isinstance(it, slice):
+            start, stop, step = it.indices(shape[d])
+            if step <= 0 or len(range(start, stop, step)) == 0:
+                raise GraphError(f"{where}: slice {it} of axis {d} (length {shape[d]}) is "
+                                 "empty or steps backwards, which is not supported")
+            out.append(("s", start, step, len(range(start, stop, step))))
+        else:
+            raise GraphError(f"{where}: indexing with {type(it).__name__} is not supported "
+                             "(ints, slices and ... are)")
+    out += [("s", 0, 1, shape[d]) for d in range(len(out), len(shape))]
+    return tuple(out)
+
+
+def _getitem(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    """``x[index]`` on a tensor (a ``slice`` op), or a part of ``split``/``chunk``."""
+    v, index = s.arg(a[0]), a[1]
+    if isinstance(v, (list, tuple)):
+        return v[s.arg(index)]
+    index = tuple(slice(s.arg(i.start), s.arg(i.stop), s.arg(i.step))
+                  if isinstance(i, slice) else s.arg(i)
+                  for i in (index if isinstance(index, tuple) else (index,)))
+    return s.op("slice", [s.tensor(a[0], w)], w,
+                index=index_spec(s.shape(a[0]), index, w))
+
+
+def split_parts(s: Importer, a: list[Any], k: dict[str, Any], w: str, chunks: bool
+                ) -> list[Any]:
+    """``torch.split(x, size or sizes, dim)`` or ``torch.chunk(x, n, dim)``: one
+    ``slice`` op per part, as a list that ``getitem`` picks from."""
+    shape = s.shape(a[0])
+    how, dim = s.arg(_kw(a, k, 1, "chunks" if chunks else "split_size_or_sections", None)), \
+        int(s.arg(_kw(a, k, 2, "dim", 0))) % len(shape)
+    n = shape[dim]
+    if chunks:
+        size = -(-n // int(how))
+        sizes = [min(size, n - i) for i in range(0, n, size)]
+    elif isinstance(how, int):
+        sizes = [min(how, n - i) for i in range(0, n, how)]
+    else:
+        sizes = [int(x) for x in how]
+    parts, at = [], 0
+    for sz in sizes:
+        index = tuple(("s", at, 1, sz) if d == dim else ("s", 0, 1, shape[d])
+                      for d in range(len(shape)))
+        parts.append(s.op("slice", [s.tensor(a[0], w)], w, index=index))
+        at += sz
+    return parts
+
+
 def _clamp(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     lo, hi = s.arg(_kw(a, k, 1, "min", None)), s.arg(_kw(a, k, 2, "max", None))
     if not all(v is None or isinstance(v, (int, float)) for v in (lo, hi)):
@@ -166,7 +240,7 @@ FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
     "amax": lambda s, a, k, w: _reduce("amax", s, a, k, w),
     "amin": lambda s, a, k, w: _reduce("amin", s, a, k, w),
     **{name: _compare(name) for name in ("gt", "lt", "ge", "le", "eq", "ne")},
-    "float": _to_float,
+    "float": _to_float, "getitem": _getitem,
     "where": lambda s, a, k, w: s.op("where", [s.tensor(a[0], w), s.tensor(a[1], w),
                                                s.tensor(a[2], w)], w),
     "masked_fill": lambda s, a, k, w: s.op("where", [s.tensor(a[1], w), s.tensor(a[2], w),
