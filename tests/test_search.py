@@ -4,6 +4,7 @@ a tuning task's steps in test_tuning_task."""
 
 import random
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -271,3 +272,27 @@ def test_a_post_processor_mutant_replays_nothing_of_the_space():
     other = [(cand.post[0] + 1) % 3, cand.post[1]]
     child = ctx.draw(0, cand.decisions, other)
     assert child is not None and child.post == other and child.decisions == cand.decisions
+
+
+def test_a_guessed_kernel_is_a_scheduled_program_and_checks(monkeypatch):
+    """With no trials a model's task runs the bundled prior's pick of a few draws (a
+    parallel, vectorized program), checked against the function as written; if no draw
+    checks, the function as written."""
+    from tensortune import kernel as kmod
+    from tensortune.search import guess
+
+    f = tt.workloads.get("gmm", M=64, N=96, K=48)
+    target = tt.Target.host()
+    k = guess.guessed_kernel(f, target)
+    a, b = (np.random.default_rng(s).uniform(-1, 1, shp).astype(np.float32)
+            for s, shp in ((1, (64, 48)), (2, (48, 96))))
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    assert k.func is not f and "tt_f32x" in k.source.split("int32_t tt_kernel(")[1]
+    real = kmod.build_checked
+
+    def only_as_written(func, tgt=None, reference=None):
+        if reference is not None and func is not reference:
+            raise tt.TensorTuneError("stand-in: this draw computes wrong")
+        return real(func, tgt)
+    monkeypatch.setattr(guess, "build_checked", only_as_written)
+    assert guess.guessed_kernel(f, target).func is f

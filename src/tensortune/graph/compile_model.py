@@ -16,7 +16,8 @@ from typing import Any
 
 from ..codegen import Target
 from ..database import Database, DatabaseError
-from ..kernel import Kernel, build_checked
+from ..kernel import Kernel
+from ..search.guess import guessed_kernel
 from ..search.records import best_record
 from ..search.task_scheduler import TaskScheduler, TaskState
 from ..search.tune import compile, tuned_func, whole_number
@@ -76,7 +77,8 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
     shaped like ``example`` (a tensor or a tuple of them). ``trials`` new measurements are
     shared by the model's tasks through the task scheduler (``"gradient"`` or
     ``"round-robin"``); records already in ``database`` are reused, so a second call
-    resumes. A task with no valid record runs an unscheduled (slow but correct) kernel."""
+    resumes. A task with no valid record runs a guessed schedule, not measured but
+    checked (``search.guess``: the bundled prior's pick of a few random draws)."""
     whole_number("trials", trials, where="compile_model")
     whole_number("batch_size", batch_size, least=1, where="compile_model")
     tgt = target or Target.host()
@@ -112,7 +114,6 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
 def _task_kernel(func: PrimFunc, db: Database, target: Target) -> tuple[Kernel, bool]:
     try:
         best_record(tuned_func(func, db, target), db, target)
-    except DatabaseError:  # no record for this machine: the unscheduled function still runs
-        # No search checked it: checked here, and rebuilt if the compiler got it wrong.
-        return build_checked(func, target), False
+    except DatabaseError:  # no record for this machine: a guessed schedule, checked
+        return guessed_kernel(func, target), False
     return compile(func, database=db, target=target), True
