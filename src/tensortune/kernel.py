@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -133,26 +134,39 @@ def build(obj: Any, target: Target | None = None, source: str | None = None,
 SAFE_FLAGS = ("-fno-tree-loop-vectorize",)
 
 
+def check_case(func: PrimFunc) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+    """Random inputs for ``func`` and its float64 reference outputs on them
+    (``reference.reference_case``), or None where the reference is finite on none: what
+    ``build_checked`` checks a kernel on. Computed once, it checks several kernels of one
+    function (``search.guess``'s draws)."""
+    from .reference import CheckError, reference_case
+
+    try:
+        return reference_case(func)
+    except CheckError:
+        return None
+
+
 def build_checked(func: PrimFunc, target: Target | None = None,
-                  reference: PrimFunc | None = None) -> Kernel:
+                  reference: PrimFunc | None = None,
+                  case: tuple[list[np.ndarray], list[np.ndarray]] | None = None) -> Kernel:
     """``build(func)``, checked once against the float64 reference of ``reference`` (by
-    default ``func`` itself: an unscheduled function) on random inputs; if it fails,
-    built again with ``SAFE_FLAGS`` and checked again. For kernels no search has checked
-    (a model's untuned tasks, ``tt.build(..., check=True)``). Raises
-    ``TensorTuneError`` naming the function if neither build computes it right.
+    default ``func`` itself: an unscheduled function) on random inputs, or on ``case``
+    when given (``check_case`` of it); if it fails, built again with ``SAFE_FLAGS`` and
+    checked again. For kernels no search has checked (a model's untuned tasks,
+    ``tt.build(..., check=True)``). Raises ``TensorTuneError`` naming the function if
+    neither build computes it right.
 
     Example:
         >>> kernel = build_checked(func)
     """
-    import dataclasses
-
-    from .reference import CheckError, check_close, reference_case
+    from .reference import CheckError, check_close
 
     tgt = target or Target.host()
-    try:
-        ins, want = reference_case(reference or func)
-    except CheckError:
+    case = case or check_case(reference or func)
+    if case is None:
         return build(func, tgt)     # no finite reference to check on: as built
+    ins, want = case
     err = ""
     for t in (tgt, dataclasses.replace(tgt, flags=tgt.flags + SAFE_FLAGS)):
         k = build(func, t)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .ir import Graph, GraphError
-from .torch_functions import FUNCS, TensorRef, split_parts, to_numpy
+from .torch_functions import FUNCS, SPLITS, TensorRef, to_numpy
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -136,10 +136,8 @@ class _Importer:
             else:
                 value = self.values[n.name]
                 name = n.target if isinstance(n.target, str) else n.target.__name__
-                if name in ("split", "chunk") and n.op != "call_module":
-                    # Several tensors, each a slice: getitem picks them.
-                    self.env[n.name] = split_parts(self, list(n.args), dict(n.kwargs), where,
-                                                   chunks=name == "chunk")
+                if name in SPLITS and n.op != "call_module":
+                    self.env[n.name] = SPLITS[name](self, list(n.args), dict(n.kwargs), where)
                     continue
                 if isinstance(value, (tuple, list)) and any(
                         isinstance(v, self.torch.Tensor) for v in value):

@@ -70,8 +70,8 @@ def _spread(ins: list[Tensor], a: dict[str, Any], n: str, root: bool) -> Tensor:
     dev = te.compute(x.shape, lambda *i: (x[i] - total[row(i)] * (1.0 / count)) * (
         x[i] - total[row(i)] * (1.0 / count)), name=f"{n}_dev")
     ss = reduce_over(dev, a, te.sum, f"{n}_ss")
-    scale = 1.0 / max(count - float(a.get("correction", 1)), 0.0) \
-        if count > float(a.get("correction", 1)) else float("nan")
+    corr = float(a.get("correction", 1))
+    scale = 1.0 / (count - corr) if count > corr else float("nan")   # PyTorch's nan
     if root:
         return te.compute(ss.shape, lambda *i: te.sqrt(ss[i] * scale), name=n)
     return te.compute(ss.shape, lambda *i: ss[i] * scale, name=n)

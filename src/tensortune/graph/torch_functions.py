@@ -62,13 +62,18 @@ def _softmax(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     return s.op("softmax", [s.tensor(a[0], w)], w, axis=int(s.arg(_kw(a, k, 1, "dim", -1))))
 
 
-def _reduce(op: str, s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
-    """mean, sum, amax or amin over ``dim`` (all axes when None or empty)."""
+def _dims(s: Importer, a: list[Any], k: dict[str, Any]) -> tuple[int, ...]:
+    """A reduction's ``dim`` argument as a tuple of axes: all of them when None or
+    empty."""
     dims = s.arg(_kw(a, k, 1, "dim", None))
     if dims is None or dims == () or dims == []:
-        dims = tuple(range(len(s.shape(a[0]))))
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return s.op(op, [s.tensor(a[0], w)], w, axes=dims,
+        return tuple(range(len(s.shape(a[0]))))
+    return (dims,) if isinstance(dims, int) else tuple(dims)
+
+
+def _reduce(op: str, s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    """mean, sum, amax or amin over ``dim`` (all axes when None or empty)."""
+    return s.op(op, [s.tensor(a[0], w)], w, axes=_dims(s, a, k),
                 keepdim=bool(s.arg(_kw(a, k, 2, "keepdim", False))))
 
 
@@ -85,11 +90,7 @@ def _spread(op: str, s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Te
     else:
         corr = 1
     keep = s.arg(k.get("keepdim", a[3] if len(a) > 3 else False))
-    dims = s.arg(_kw(a, k, 1, "dim", None))
-    if dims is None or dims == () or dims == []:
-        dims = tuple(range(len(s.shape(a[0]))))
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return s.op(op, [s.tensor(a[0], w)], w, axes=dims, keepdim=bool(keep),
+    return s.op(op, [s.tensor(a[0], w)], w, axes=_dims(s, a, k), keepdim=bool(keep),
                 correction=1 if corr is None else float(corr))
 
 
@@ -211,6 +212,13 @@ def _to_float(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
         return s.arg(a[0])
     return s.op("scalar", [ref], w, fn="mul", value=1.0)
 
+
+# Functions that return several tensors, each a ``slice`` op: the importer keeps the list
+# and ``getitem`` picks from it (any other tuple of tensors is an error).
+SPLITS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], list[Any]]] = {
+    "split": lambda s, a, k, w: split_parts(s, a, k, w, chunks=False),
+    "chunk": lambda s, a, k, w: split_parts(s, a, k, w, chunks=True),
+}
 
 FUNCS: dict[str, Callable[[Importer, list[Any], dict[str, Any], str], Any]] = {
     "add": lambda s, a, k, w: s.binary("add", a[0], a[1], w),

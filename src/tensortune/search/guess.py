@@ -19,7 +19,7 @@ import numpy as np
 from ..codegen import Target
 from ..cost_model.prior import prior_model
 from ..errors import TensorTuneError
-from ..kernel import Kernel, build_checked
+from ..kernel import Kernel, build, build_checked, check_case
 from ..space import PostOrderApply
 from ..tir.stmt import PrimFunc
 from .search_strategy import SearchContext
@@ -52,9 +52,12 @@ def guessed_kernel(func: PrimFunc, target: Target, draws: int = DRAWS, seed: int
     if model is not None and cands:
         scores = model.predict(np.stack([c.features() for c in cands]))
         cands = [cands[i] for i in np.argsort(-scores, kind="stable")]
+    case = check_case(func)     # the reference once, for every draw tried
+    if case is None:            # no finite reference to check on: the first, as built
+        return build(cands[0].sch.func if cands else func, target)
     for c in cands:
         try:
-            return build_checked(c.sch.func, target, reference=func)
+            return build_checked(c.sch.func, target, reference=func, case=case)
         except TensorTuneError:
             continue     # computes wrong here even without the vectorizer: the next
-    return build_checked(func, target)
+    return build_checked(func, target, case=case)
