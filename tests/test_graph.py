@@ -217,7 +217,7 @@ def test_activations_reductions_and_norms_of_current_models_match_pytorch():
 
 
 def test_slicing_split_and_chunk_match_pytorch():
-    """Indexing with ints, stepped slices and ..., a fixed slice of a mask buffer, and
+    """Indexing with ints, stepped slices, None and ..., a fixed slice of a mask buffer, and
     the parts of split and chunk picked by index (a fused qkv projection, a rotary
     half-swap)."""
     class Parts(nn.Module):
@@ -234,8 +234,9 @@ def test_slicing_split_and_chunk_match_pytorch():
                     + torch.cat([x[..., ::2], x[:, 1::2]], 1) + x[1:2, :] + x[:, 3:4]
                     + torch.split(x, [4, 12], dim=1)[1].sum(1, keepdim=True) + x[2])
     check(Parts().eval(), torch.randn(6, 16))
-    with pytest.raises(GraphError, match="indexing with None"):
-        tt.compile_model(Lambda(lambda x: x[None, :]).eval(), torch.randn(2, 3))
+    check(Lambda(lambda x: x[None, :, None, 1:] * x[:, None, :2]).eval(), torch.randn(2, 3))
+    with pytest.raises(GraphError, match=r"indexing with a tensor \(x\[ids\], x\[mask\]\)"):
+        tt.compile_model(Lambda(lambda x: x[x[:, 0] > 0]).eval(), torch.randn(2, 3))
     with pytest.raises(GraphError, match="steps backwards"):
         tt.compile_model(Lambda(lambda x: x[:, 2:1]).eval(), torch.randn(2, 3))
 

@@ -158,7 +158,8 @@ def eval_expr(e: Expr, env: dict, arrays: dict) -> np.ndarray | float | int:
         if e.name == "erf":
             return np.asarray(_erf(args[0]), dtype=np.float64)
         fn = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
-              "fabs": np.abs, "pow": np.power, "floor": np.floor, "ceil": np.ceil}[e.name]
+              "fabs": np.abs, "pow": np.power, "floor": np.floor, "ceil": np.ceil,
+              "sin": np.sin, "cos": np.cos}[e.name]
         return fn(*args)
     raise TypeError(f"reference: cannot evaluate {type(e).__name__}")
 

@@ -5,7 +5,7 @@ Example:
     >>> print(compiled.summary())
 """
 
-from . import activations, reductions  # noqa: F401  (they add their ops to OPS)
+from . import activations, layout_ops, reductions  # noqa: F401  (they add their ops to OPS)
 from .compile_model import CompiledModel, compile_model
 from .executor import Executor
 from .fuse import Group, Task, extract_tasks, fuse, group_func

@@ -1,7 +1,7 @@
 """Element-wise activations and small math beyond ``ops.py``'s: SiLU (language models'
 MLPs), leaky ReLU (detectors), hard swish and hard sigmoid (MobileNetV3), softplus, ELU,
-erf, square and reciprocal. Each is an element-wise graph op, so it fuses into the
-kernel of the op before it like a ReLU does.
+mish (YOLOv4), erf, square, reciprocal, sign, sin, cos, floor and ceil. Each is an
+element-wise graph op, so it fuses into the kernel of the op before it like a ReLU does.
 
 Example:
     >>> x = te.placeholder((4, 8), name="x")
@@ -45,8 +45,19 @@ def _elu(x: Any, a: dict[str, Any]) -> Any:
     return te.if_then_else(x > 0.0, x, (te.exp(x) - 1.0) * float(a.get("alpha", 1.0)))
 
 
+def _mish(x: Any, a: dict[str, Any]) -> Any:
+    # x tanh(softplus(x)), softplus as PyTorch's (x itself over 20).
+    return x * te.tanh(te.if_then_else(x > 20.0, x, te.log(te.exp(x) + 1.0)))
+
+
+def _sign(x: Any, a: dict[str, Any]) -> Any:
+    return te.if_then_else(x > 0.0, 1.0, te.if_then_else(x < 0.0, -1.0, 0.0))
+
+
 for _name, _f in (("silu", _silu), ("leaky_relu", _leaky_relu), ("hardswish", _hardswish),
                   ("hardsigmoid", _hardsigmoid), ("softplus", _softplus), ("elu", _elu),
                   ("erf", lambda x, a: te.erf(x)), ("square", lambda x, a: x * x),
-                  ("reciprocal", lambda x, a: 1.0 / x)):
+                  ("reciprocal", lambda x, a: 1.0 / x), ("mish", _mish), ("sign", _sign),
+                  ("sin", lambda x, a: te.sin(x)), ("cos", lambda x, a: te.cos(x)),
+                  ("floor", lambda x, a: te.floor(x)), ("ceil", lambda x, a: te.ceil(x))):
     _unary(_name, _f)

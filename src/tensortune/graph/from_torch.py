@@ -19,7 +19,11 @@ from typing import Any
 import numpy as np
 
 from .ir import Graph, GraphError
-from .torch_functions import FUNCS, SPLITS, TensorRef, to_numpy
+from .torch_functions import FUNCS, SPLITS, TensorRef, Unsupported, to_numpy
+from .torch_layers import LAYER_FUNCS, LAYER_SPLITS, layer_module
+
+HANDLERS = {**FUNCS, **LAYER_FUNCS}
+MANY = {**SPLITS, **LAYER_SPLITS}   # functions that may return several tensors
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -33,7 +37,7 @@ class _Importer:
 
         self.torch = torch
         try:
-            self.gm = torch.fx.symbolic_trace(module)
+            self.gm = torch.fx.symbolic_trace(_as_root(torch, module))
         except Exception as e:  # fx raises many kinds; all mean "cannot trace this"
             raise GraphError(f"torch.fx could not trace {type(module).__name__}: {e}; "
                              "control flow on tensor values cannot be traced") from e
@@ -78,6 +82,8 @@ class _Importer:
         v = self.arg(a)
         if isinstance(v, TensorRef):
             return v.name
+        if isinstance(v, Unsupported):
+            raise GraphError(v.why)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             v = self.torch.full((1,), float(v))   # a number where a tensor goes (where)
         if isinstance(v, self.torch.Tensor):
@@ -136,8 +142,14 @@ class _Importer:
             else:
                 value = self.values[n.name]
                 name = n.target if isinstance(n.target, str) else n.target.__name__
-                if name in SPLITS and n.op != "call_module":
-                    self.env[n.name] = SPLITS[name](self, list(n.args), dict(n.kwargs), where)
+                self.current = n.name
+                if name in MANY and n.op != "call_module":
+                    self.env[n.name] = MANY[name](self, list(n.args), dict(n.kwargs), where)
+                    continue
+                many = (layer_module(self, n, self.modules[n.target], where)
+                        if n.op == "call_module" and isinstance(value, tuple) else None)
+                if many is not None:
+                    self.env[n.name] = many
                     continue
                 if isinstance(value, (tuple, list)) and any(
                         isinstance(v, self.torch.Tensor) for v in value):
@@ -152,13 +164,11 @@ class _Importer:
                 if n.op == "call_module":
                     self.env[n.name] = self.module(n, self.modules[n.target], where)
                 else:
-                    fn = FUNCS.get(name)
+                    fn = HANDLERS.get(name)
                     if fn is None:
                         raise GraphError(f"unsupported operator {name!r} at {where}; "
-                                         f"supported: {', '.join(sorted(FUNCS))}")
-                    args = list(n.args)
-                    self.current = n.name
-                    self.env[n.name] = fn(self, args, dict(n.kwargs), where)
+                                         f"supported: {', '.join(sorted(HANDLERS))}")
+                    self.env[n.name] = fn(self, list(n.args), dict(n.kwargs), where)
         return self.g.prune()
 
     def module(self, n: Any, m: Any, where: str) -> Any:
@@ -208,6 +218,9 @@ class _Importer:
         if isinstance(m, nn.Embedding):
             table = self.g.const("table", to_numpy(m.weight))
             return self.op("embedding", [self.tensor(x, where), table], where)
+        got = layer_module(self, n, m, where)
+        if got is not None:
+            return got
         raise GraphError(f"unsupported module {type(m).__name__} at {where}")
 
     def batch_norm(self, x: Any, mean: Any, var: Any, w: Any, b: Any, eps: float,
@@ -288,6 +301,24 @@ class _Importer:
         eps = float(np.finfo(np.float32).eps) if eps is None else float(eps)
         return self.op("rms_norm", [self.tensor(x, where), self.g.const("gamma", gamma)],
                        where, eps=eps)
+
+
+def _as_root(torch: Any, module: Any) -> Any:
+    """``module`` itself, or, for one of torch.nn's own layers, a module that calls it on
+    one input: torch.fx traces the root's forward (a layer's has checks on the input's
+    shape that cannot be traced) and keeps torch.nn's layers below the root whole."""
+    if not type(module).__module__.startswith("torch.nn.modules") or isinstance(
+            module, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
+        return module
+
+    class Root(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = module
+
+        def forward(self, x: Any) -> Any:     # fx cannot trace ``*xs``
+            return self.layer(x)
+    return Root()
 
 
 def _module_attrs(m: Any, op: str) -> dict[str, Any]:

@@ -324,18 +324,25 @@ def _permute(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
 
 @_op("slice", Pattern.INJECTIVE)
 def _slice(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
-    """``x[index]`` with ints and stepped slices: ``a["index"]`` has one entry per axis of
-    ``x``, ``("i", k)`` (the axis dropped at k) or ``("s", start, step, length)``."""
+    """``x[index]`` with ints, stepped slices and new axes: ``a["index"]`` has an entry
+    per axis of ``x``, ``("i", k)`` (the axis dropped at k) or ``("s", start, step,
+    length)``, and ``("n",)`` where a new axis of 1 goes."""
     x, spec = ins[0], a["index"]
-    if len(spec) != x.ndim:
+    if sum(1 for e in spec if e[0] != "n") != x.ndim:
         raise ValueError(f"an index of {len(spec)} axes for a tensor of {x.ndim}")
-    shape = tuple(e[3] for e in spec if e[0] == "s")
+    shape = tuple(e[3] if e[0] == "s" else 1 for e in spec if e[0] != "i")
     if not shape:
         raise ValueError("indexing down to a 0-d tensor is not supported")
 
     def body(*o: Any) -> Any:
         it = iter(o)
-        return x[tuple(e[1] if e[0] == "i" else e[1] + e[2] * next(it) for e in spec)]
+        src = []
+        for e in spec:
+            if e[0] == "n":
+                next(it)
+            else:
+                src.append(e[1] if e[0] == "i" else e[1] + e[2] * next(it))
+        return x[tuple(src)]
     return te.compute(shape, body, name=n)
 
 

@@ -167,3 +167,35 @@ def _layer_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     k = len(lead)
     return te.compute(x.shape, lambda *i: (x[i] - mu[i[:k]] * (1.0 / cnt)) / te.sqrt(
         var[i[:k]] * (1.0 / cnt) + eps) * gamma[i[k:]] + beta[i[k:]], name=n)
+
+
+@_op("group_norm", Pattern.REDUCE)
+def _group_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """``x`` (N, C, *) normalised over each of ``a["groups"]`` groups of channels and all
+    the axes after them, then scaled and shifted per channel by gamma and beta, both [C]
+    (``nn.GroupNorm``; ``nn.InstanceNorm2d`` is one group per channel)."""
+    x, gamma, beta = ins
+    g, eps = int(a["groups"]), float(a.get("eps", 1e-5))
+    C, rest = x.shape[1], x.shape[2:]
+    if C % g or gamma.shape != (C,) or beta.shape != (C,):
+        raise ValueError(f"{C} channels in {g} groups with weights {list(gamma.shape)}, "
+                         f"{list(beta.shape)}")
+    cg = C // g
+    cnt = cg * math.prod(rest)
+
+    def axes(tag: str) -> list[Any]:
+        return [te.reduce_axis(cg, f"{tag}c")] + [
+            te.reduce_axis(s, f"{tag}{d}") for d, s in enumerate(rest)]
+
+    r1, r2 = axes("r"), axes("q")
+
+    def at(b: Any, grp: Any, r: list[Any]) -> Any:
+        return x[(b, grp * cg + r[0], *r[1:])]
+    mu = te.compute((x.shape[0], g), lambda b, j: te.sum(at(b, j, r1), axis=r1),
+                    name=f"{n}_mean")
+    var = te.compute((x.shape[0], g), lambda b, j: te.sum(
+        (at(b, j, r2) - mu[b, j] * (1.0 / cnt)) * (at(b, j, r2) - mu[b, j] * (1.0 / cnt)),
+        axis=r2), name=f"{n}_var")
+    return te.compute(x.shape, lambda b, c, *s: (x[(b, c, *s)] - mu[b, c // cg] * (1.0 / cnt))
+                      / te.sqrt(var[b, c // cg] * (1.0 / cnt) + eps) * gamma[c] + beta[c],
+                      name=n)

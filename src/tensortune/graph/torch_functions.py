@@ -27,6 +27,14 @@ class TensorRef:
         self.name = name
 
 
+class Unsupported:
+    """A tensor the graph does not compute (``max``'s indices, attention weights): an
+    error, saying ``why``, only where the model reads it."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
 def to_numpy(t: Any) -> np.ndarray:
     """A torch tensor's values as a NumPy array."""
     return t.detach().cpu().numpy()
@@ -96,23 +104,23 @@ def _spread(op: str, s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Te
 
 def index_spec(shape: tuple[int, ...], index: Any, where: str) -> tuple[tuple[Any, ...], ...]:
     """The ``slice`` op's index for ``x[index]`` on a tensor of ``shape``: ints, slices
-    with a positive step and one Ellipsis (``x[..., :d]``, ``mask[:T, :T]``).
+    with a positive step, None (a new axis of 1) and one Ellipsis (``x[..., :d]``,
+    ``mask[:T, :T]``, ``x[:, None]``).
 
     Example:
-        >>> index_spec((4, 6), (slice(None), slice(0, 6, 2)), "x")
-        (('s', 0, 1, 4), ('s', 0, 2, 3))
+        >>> index_spec((4, 6), (slice(None), None, slice(0, 6, 2)), "x")
+        (('s', 0, 1, 4), ('n',), ('s', 0, 2, 3))
     """
     items = index if isinstance(index, tuple) else (index,)
-    if any(it is None for it in items):
-        raise GraphError(f"{where}: indexing with None (a new axis) is not supported; use "
-                         "unsqueeze")
-    named = sum(1 for it in items if it is not Ellipsis)
+    named = sum(1 for it in items if it is not Ellipsis and it is not None)
     if named > len(shape):
         raise GraphError(f"{where}: {named} indices for a tensor of {len(shape)} axes")
     out: list[tuple[Any, ...]] = []
     for it in items:
-        d = len(out)
-        if it is Ellipsis:
+        d = sum(1 for e in out if e[0] != "n")      # the axis of ``shape`` this one reads
+        if it is None:
+            out.append(("n",))
+        elif it is Ellipsis:
             out += [("s", 0, 1, shape[d + j]) for j in range(len(shape) - named)]
         elif isinstance(it, int) and not isinstance(it, bool):
             if not -shape[d] <= it < shape[d]:
@@ -126,9 +134,12 @@ def index_spec(shape: tuple[int, ...], index: Any, where: str) -> tuple[tuple[An
                                  "empty or steps backwards, which is not supported")
             out.append(("s", start, step, len(range(start, stop, step))))
         else:
-            raise GraphError(f"{where}: indexing with {type(it).__name__} is not supported "
-                             "(ints, slices and ... are)")
-    out += [("s", 0, 1, shape[d]) for d in range(len(out), len(shape))]
+            what = ("a tensor (x[ids], x[mask])" if isinstance(it, TensorRef) or
+                    hasattr(it, "shape") else type(it).__name__)
+            raise GraphError(f"{where}: indexing with {what} is not supported (ints, "
+                             "slices, None and ... are)")
+    used = sum(1 for e in out if e[0] != "n")
+    out += [("s", 0, 1, shape[d]) for d in range(used, len(shape))]
     return tuple(out)
 
 

@@ -15,11 +15,14 @@ from .ops import (
     all,
     any,
     cast,
+    ceil,
+    cos,
     eq,
     erf,
     exp,
     float32,
     float64,
+    floor,
     if_then_else,
     int32,
     log,
@@ -33,6 +36,7 @@ from .ops import (
     relu,
     select,
     sigmoid,
+    sin,
     sqrt,
     sum,
     tanh,
@@ -40,8 +44,8 @@ from .ops import (
 from .tensor import ReduceVar, Tensor, compute, placeholder, reduce_axis
 
 __all__ = [
-    "ReduceVar", "Tensor", "abs", "all", "any", "cast", "compute", "create_func", "eq", "erf",
-    "exp", "float32", "float64", "if_then_else", "int32", "log", "logical_not", "max",
-    "maximum", "min", "minimum", "ne", "placeholder", "pow", "reduce_axis", "relu", "select",
-    "sigmoid", "sqrt", "sum", "tanh",
+    "ReduceVar", "Tensor", "abs", "all", "any", "cast", "ceil", "compute", "cos",
+    "create_func", "eq", "erf", "exp", "float32", "float64", "floor", "if_then_else", "int32",
+    "log", "logical_not", "max", "maximum", "min", "minimum", "ne", "placeholder", "pow",
+    "reduce_axis", "relu", "select", "sigmoid", "sin", "sqrt", "sum", "tanh",
 ]

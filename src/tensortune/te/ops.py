@@ -173,6 +173,22 @@ def abs(x: ExprLike) -> Expr:  # noqa: A001
     return _math("fabs", x)
 
 
+def floor(x: ExprLike) -> Expr:
+    return _math("floor", x)
+
+
+def ceil(x: ExprLike) -> Expr:
+    return _math("ceil", x)
+
+
+def sin(x: ExprLike) -> Expr:
+    return _math("sin", x)
+
+
+def cos(x: ExprLike) -> Expr:
+    return _math("cos", x)
+
+
 # Exponents whose power is cheaper written out: a vectorized loop has no vector pow, and
 # libm's scalar powf per element ran pow(x, 3) over 1024 x 1024 floats 20x slower than
 # PyTorch (RESULTS.md; gcc itself turns only 2, 0.5 and -1 into these forms). x * x is

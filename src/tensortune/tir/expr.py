@@ -211,7 +211,7 @@ class Cast(Expr):
     value: Expr
 
 
-MATH_FUNCS = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "pow", "floor", "ceil")
+MATH_FUNCS = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "pow", "floor", "ceil", "sin", "cos")
 
 
 @dataclass(frozen=True, eq=False, repr=False)

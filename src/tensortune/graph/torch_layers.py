@@ -1,0 +1,314 @@
+"""The torch functions, methods and modules ``from_torch`` imports beyond
+``torch_functions``' core: shape methods (``t``, ``.T``, ``expand``, ``repeat``,
+``stack``), ``max``/``min`` over a dim, the 1-d and transposed convolutions, group and
+instance norm, ``pad``, ``interpolate``, ``prelu``, ``normalize``, scaled dot-product
+attention and ``nn.MultiheadAttention``. Each is written with the graph's ops
+(``graph.ops``, ``graph.layout_ops``), so it fuses and tunes like the rest.
+
+Example:
+    >>> sorted(LAYER_FUNCS)[:3]
+    ['broadcast_to', 'ceil', 'conv1d']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .ir import GraphError
+from .torch_functions import TensorRef, Unsupported, _kw, _unary, to_numpy
+
+if TYPE_CHECKING:
+    from .from_torch import _Importer as Importer
+
+Handler = Callable[["Importer", list[Any], dict[str, Any], str], Any]
+
+
+def _permuted(s: Importer, x: Any, dims: tuple[int, ...], w: str) -> TensorRef:
+    return s.op("permute", [s.tensor(x, w)], w, dims=dims)
+
+
+def _swap_last(nd: int) -> tuple[int, ...]:
+    return (*range(nd - 2), nd - 1, nd - 2)
+
+
+def _t(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    nd = len(s.shape(a[0]))
+    return s.arg(a[0]) if nd < 2 else _permuted(s, a[0], tuple(range(nd))[::-1], w)
+
+
+def _getattr(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    """``x.T``, ``x.mT``, and ``.values``/``.indices`` of ``max``/``min`` over a dim."""
+    v, attr = s.arg(a[0]), a[1]
+    if isinstance(v, (list, tuple)) and attr in ("values", "indices"):
+        return v[0 if attr == "values" else 1]
+    if attr in ("T", "mT", "mH", "H"):
+        nd = len(s.shape(a[0]))
+        return _permuted(s, a[0], tuple(range(nd))[::-1] if attr in ("T", "H")
+                         else _swap_last(nd), w)
+    raise GraphError(f"{w}: the tensor attribute {attr!r} is not supported (T, mT are)")
+
+
+def _same(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    """``expand``, ``expand_as``, ``broadcast_to``: the example run knows the shape."""
+    return s.op("broadcast", [s.tensor(a[0], w)], w, shape=tuple(s.values[s.current].shape))
+
+
+def _repeat(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    reps = s.arg(a[1:]) if len(a) > 2 or isinstance(s.arg(a[1]), int) else s.arg(a[1])
+    return s.op("tile", [s.tensor(a[0], w)], w, reps=tuple(int(r) for r in reps))
+
+
+def _stack(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    parts, dim = s.arg(a[0]), int(s.arg(_kw(a, k, 1, "dim", 0)))
+    shape = s.shape(parts[0])
+    dim %= len(shape) + 1
+    one = shape[:dim] + (1,) + shape[dim:]
+    return s.op("concat", [s.reshape(p, one, w).name for p in parts], w, axis=dim)
+
+
+def _extreme(op: str) -> Handler:
+    """``max``/``min``: of two tensors (``maximum``), over every axis, or over a dim (its
+    values, and indices that are an error where they are read)."""
+    def handle(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+        other = s.arg(_kw(a, k, 1, "dim", k.get("other")))
+        if isinstance(other, TensorRef) or isinstance(other, s.torch.Tensor):
+            return s.op("maximum" if op == "max" else "minimum",
+                        [s.tensor(a[0], w), s.tensor(other, w)], w)
+        x = s.tensor(a[0], w)
+        axes = tuple(range(len(s.shape(a[0])))) if other is None else (int(other),)
+        vals = s.op("amax" if op == "max" else "amin", [x], w, axes=axes,
+                    keepdim=bool(s.arg(_kw(a, k, 2, "keepdim", False))))
+        if other is None:
+            return vals
+        return [vals, Unsupported(f"{w}: the indices of {op} over a dim are not supported "
+                                  f"(its values are: .values, [0], or a{op})")]
+    return handle
+
+
+def _prelu(s: Importer, x: Any, weight: Any, w: str) -> Any:
+    """max(x, 0) + a min(x, 0), ``a`` one slope or one per channel (axis 1)."""
+    slope = to_numpy(weight).reshape(-1)
+    if slope.size == 1:
+        return s.op("leaky_relu", [s.tensor(x, w)], w, slope=float(slope[0]))
+    trail = (1,) * (len(s.shape(x)) - 2)
+    neg = s.op("relu", [s.op("neg", [s.tensor(x, w)], w).name], w)
+    scaled = s.binary("mul", neg, s.torch.from_numpy(slope.reshape(-1, *trail)), w)
+    return s.binary("sub", s.op("relu", [s.tensor(x, w)], w), scaled, w)
+
+
+def _normalize(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
+    p, dim = float(s.arg(_kw(a, k, 1, "p", 2.0))), int(s.arg(_kw(a, k, 2, "dim", 1)))
+    eps = float(s.arg(_kw(a, k, 3, "eps", 1e-12)))
+    if p != 2.0:
+        raise GraphError(f"{w}: normalize with p={p} is not supported (p=2 is)")
+    sq = s.op("square", [s.tensor(a[0], w)], w)
+    norm = s.op("sqrt", [s.op("sum", [sq.name], w, axes=(dim,), keepdim=True).name], w)
+    floor = s.op("clip", [norm.name], w, lo=eps, hi=3.4028234e38)
+    return s.binary("div", a[0], floor, w)
+
+
+def _pad(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    pads, mode = [int(p) for p in s.arg(a[1])], s.arg(_kw(a, k, 2, "mode", "constant"))
+    value = s.arg(_kw(a, k, 3, "value", None))
+    if mode != "constant":
+        raise GraphError(f"{w}: pad mode {mode!r} is not supported (constant is)")
+    nd = len(s.shape(a[0]))
+    pairs = [(0, 0)] * nd
+    for j in range(len(pads) // 2):          # (left, right) of the last axis first
+        pairs[nd - 1 - j] = (pads[2 * j], pads[2 * j + 1])
+    return s.op("pad", [s.tensor(a[0], w)], w, pads=tuple(pairs),
+                value=0.0 if value is None else float(value))
+
+
+def _interpolate(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    mode = s.arg(_kw(a, k, 3, "mode", "nearest"))
+    corners = s.arg(_kw(a, k, 4, "align_corners", None))
+    factor = s.arg(_kw(a, k, 2, "scale_factor", None))
+    if s.arg(_kw(a, k, 6, "antialias", False)):
+        raise GraphError(f"{w}: interpolate with antialias is not supported")
+    shape, out = s.shape(a[0]), tuple(s.values[s.current].shape)
+    if factor is not None and not s.arg(_kw(a, k, 5, "recompute_scale_factor", None)):
+        # PyTorch then scales by 1 / factor, which is in / out only where it is exact.
+        fs = factor if isinstance(factor, (list, tuple)) else [factor] * (len(shape) - 2)
+        if any(i * f != o for i, f, o in zip(shape[2:], fs, out[2:])):
+            raise GraphError(f"{w}: interpolate by scale_factor={factor} of {list(shape)} "
+                             "does not give whole sizes; pass size= instead")
+    return s.op("resample", [s.tensor(a[0], w)], w, size=out[2:], mode=mode,
+                align_corners=bool(corners))
+
+
+def conv1d(s: Importer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
+           dilation: Any, groups: int, w: str) -> TensorRef:
+    """A 1-d convolution as a 2-d one over rows of 1."""
+    def one(v: Any) -> int:
+        return int(v[0] if isinstance(v, (list, tuple)) else v)
+    if isinstance(padding, str):
+        raise GraphError(f"{w}: padding={padding!r} is not supported; give ints")
+    (n, c, length), wt = s.shape(x), to_numpy(weight)
+    rows = s.reshape(x, (n, c, 1, length), w)
+    y = s.conv_arrays(rows, wt[:, :, None, :], None if bias is None else to_numpy(bias),
+                      (1, one(stride)), (0, one(padding)), (1, one(dilation)), groups, w)
+    ys = s.shape(y)
+    return s.reshape(y, (ys[0], ys[1], ys[3]), w)
+
+
+def conv_transpose2d(s: Importer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
+                     output_padding: Any, groups: int, dilation: Any, w: str) -> TensorRef:
+    from .from_torch import _pair
+
+    if groups != 1:
+        raise GraphError(f"{w}: transposed convolution with groups={groups} is not supported")
+    # PyTorch's [C, K, R, S] as the convolution's [C, R, S, K], flipped in R and S.
+    wt = np.ascontiguousarray(to_numpy(weight).transpose(0, 2, 3, 1)[:, ::-1, ::-1, :])
+    y = s.op("conv_transpose2d", [s.tensor(x, w), s.g.const("w", wt)], w,
+             stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation),
+             output_padding=_pair(output_padding))
+    if bias is None:
+        return y
+    return s.op("add", [y.name, s.g.const("b", to_numpy(bias).reshape(-1, 1, 1))], w)
+
+
+def group_norm(s: Importer, x: Any, groups: int, weight: Any, bias: Any, eps: float,
+               w: str) -> TensorRef:
+    c = s.shape(x)[1]
+    gamma = to_numpy(weight) if weight is not None else np.ones(c, "float32")
+    beta = to_numpy(bias) if bias is not None else np.zeros(c, "float32")
+    return s.op("group_norm", [s.tensor(x, w), s.g.const("gamma", gamma),
+                               s.g.const("beta", beta)], w, groups=int(groups), eps=float(eps))
+
+
+def attention(s: Importer, q: Any, key: Any, v: Any, mask: Any, causal: bool,
+              scale: float | None, w: str) -> TensorRef:
+    """softmax(q k^T * scale + mask) v over the last two axes: a bool mask (or causal)
+    keeps where true, a float mask is added."""
+    qs, ks = s.shape(q), s.shape(key)
+    scores = s.op("matmul", [s.tensor(q, w), _permuted(s, key, _swap_last(len(ks)), w).name], w)
+    scores = s.op("scalar", [scores.name], w, fn="mul",
+                  value=float(scale) if scale is not None else 1.0 / math.sqrt(qs[-1]))
+    if causal:
+        mask = s.torch.ones(qs[-2], ks[-2], dtype=s.torch.bool).tril()
+    if mask is not None:
+        m = s.arg(mask)
+        is_bool = (m.dtype if isinstance(m, s.torch.Tensor)
+                   else s.values[mask.name].dtype) == s.torch.bool
+        if is_bool:
+            scores = s.op("where", [s.tensor(m, w), scores.name, s.tensor(-math.inf, w)], w)
+        else:
+            scores = s.op("add", [scores.name, s.tensor(m, w)], w)
+    probs = s.op("softmax", [scores.name], w, axis=-1)
+    return s.op("matmul", [probs.name, s.tensor(v, w)], w)
+
+
+def _sdpa(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    if float(s.arg(_kw(a, k, 4, "dropout_p", 0.0))) > 0:
+        raise GraphError(f"{w}: attention with dropout_p > 0 drops at random; pass 0 at "
+                         "inference")
+    if s.shape(a[0])[:-2] != s.shape(a[1])[:-2]:
+        raise GraphError(f"{w}: attention with {list(s.shape(a[0]))} queries and "
+                         f"{list(s.shape(a[1]))} keys (grouped heads) is not supported")
+    return attention(s, a[0], a[1], a[2], _kw(a, k, 3, "attn_mask", None),
+                     bool(s.arg(_kw(a, k, 5, "is_causal", False))),
+                     s.arg(_kw(a, k, 6, "scale", None)), w)
+
+
+def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
+    """``nn.MultiheadAttention`` at inference: projections, heads, attention, output
+    projection; its averaged weights are an error where they are read."""
+    q, key, v = (n.args + (None, None))[:3] if len(n.args) >= 3 else (
+        n.args[0], n.kwargs.get("key"), n.kwargs.get("value"))
+    for name in ("key_padding_mask", "attn_mask"):
+        if n.kwargs.get(name) is not None:
+            raise GraphError(f"{w}: MultiheadAttention with {name} is not supported")
+    if m.in_proj_weight is None or m.bias_k is not None:
+        raise GraphError(f"{w}: MultiheadAttention with separate key/value sizes or "
+                         "add_bias_kv is not supported")
+    shape = s.shape(q)
+    if len(shape) != 3:
+        raise GraphError(f"{w}: MultiheadAttention on {list(shape)}: batched 3-d inputs only")
+    h, e = m.num_heads, m.embed_dim
+    wq, wk, wv = to_numpy(m.in_proj_weight).reshape(3, e, e)
+    bq, bk, bv = (to_numpy(m.in_proj_bias).reshape(3, e) if m.in_proj_bias is not None
+                  else (None,) * 3)
+
+    def heads(x: Any, weight: np.ndarray, bias: Any) -> TensorRef:
+        if not m.batch_first:
+            x = _permuted(s, x, (1, 0, 2), w)
+        y = s.op("dense", [s.tensor(x, w), s.g.const("w", weight.T)], w)
+        if bias is not None:
+            y = s.op("add", [y.name, s.g.const("b", bias)], w)
+        b, length = s.shape(y)[:2]
+        return _permuted(s, s.reshape(y, (b, length, h, e // h), w), (0, 2, 1, 3), w)
+    o = attention(s, heads(q, wq, bq), heads(key, wk, bk), heads(v, wv, bv), None, False,
+                  None, w)
+    b, _, length, _ = s.shape(o)
+    o = s.reshape(_permuted(s, o, (0, 2, 1, 3), w), (b, length, e), w)
+    o = s.op("dense", [o.name, s.g.const("w", to_numpy(m.out_proj.weight).T)], w)
+    if m.out_proj.bias is not None:
+        o = s.op("add", [o.name, s.g.const("b", to_numpy(m.out_proj.bias))], w)
+    if not m.batch_first:
+        o = _permuted(s, o, (1, 0, 2), w)
+    return [o, Unsupported(f"{w}: MultiheadAttention's attention weights are not supported; "
+                           "pass need_weights=False and read only the output")]
+
+
+def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
+    """The graph value of the modules this file imports, or None for another module."""
+    nn, x = s.torch.nn, n.args[0] if n.args else None
+    if isinstance(m, nn.Conv1d):
+        if m.padding_mode != "zeros":
+            raise GraphError(f"{w}: padding_mode={m.padding_mode!r} is not supported")
+        return conv1d(s, x, m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups, w)
+    if isinstance(m, nn.ConvTranspose2d):
+        if n.args[1:] or n.kwargs.get("output_size") is not None:
+            raise GraphError(f"{w}: ConvTranspose2d with output_size is not supported")
+        return conv_transpose2d(s, x, m.weight, m.bias, m.stride, m.padding,
+                                m.output_padding, m.groups, m.dilation, w)
+    if isinstance(m, nn.GroupNorm):
+        return group_norm(s, x, m.num_groups, m.weight if m.affine else None,
+                          m.bias if m.affine else None, m.eps, w)
+    if isinstance(m, (nn.InstanceNorm1d, nn.InstanceNorm2d)):
+        if m.track_running_stats:
+            return s.batch_norm(x, m.running_mean, m.running_var, m.weight, m.bias, m.eps, w)
+        return group_norm(s, x, s.shape(x)[1], m.weight, m.bias, m.eps, w)
+    if isinstance(m, nn.Upsample):
+        return _interpolate(s, [x], {"scale_factor": m.scale_factor, "mode": m.mode,
+                                     "align_corners": m.align_corners,
+                                     "recompute_scale_factor": m.recompute_scale_factor}, w)
+    if isinstance(m, nn.PReLU):
+        return _prelu(s, x, m.weight, w)
+    if isinstance(m, nn.Mish):
+        return s.op("mish", [s.tensor(x, w)], w)
+    if isinstance(m, nn.MultiheadAttention):
+        return _multihead(s, n, m, w)
+    return None
+
+
+LAYER_FUNCS: dict[str, Handler] = {
+    "t": _t, "getattr": _getattr, "expand": _same, "expand_as": _same,
+    "broadcast_to": _same, "repeat": _repeat, "stack": _stack,
+    "sin": _unary("sin"), "cos": _unary("cos"), "floor": _unary("floor"),
+    "ceil": _unary("ceil"), "sign": _unary("sign"), "mish": _unary("mish"),
+    "prelu": lambda s, a, k, w: _prelu(s, a[0], s.arg(_kw(a, k, 1, "weight", None)), w),
+    "normalize": _normalize, "pad": _pad, "interpolate": _interpolate,
+    "conv1d": lambda s, a, k, w: conv1d(
+        s, a[0], s.arg(_kw(a, k, 1, "weight", None)), s.arg(_kw(a, k, 2, "bias", None)),
+        s.arg(_kw(a, k, 3, "stride", 1)), s.arg(_kw(a, k, 4, "padding", 0)),
+        s.arg(_kw(a, k, 5, "dilation", 1)), int(_kw(a, k, 6, "groups", 1)), w),
+    "conv_transpose2d": lambda s, a, k, w: conv_transpose2d(
+        s, a[0], s.arg(_kw(a, k, 1, "weight", None)), s.arg(_kw(a, k, 2, "bias", None)),
+        s.arg(_kw(a, k, 3, "stride", 1)), s.arg(_kw(a, k, 4, "padding", 0)),
+        s.arg(_kw(a, k, 5, "output_padding", 0)), int(_kw(a, k, 6, "groups", 1)),
+        s.arg(_kw(a, k, 7, "dilation", 1)), w),
+    "group_norm": lambda s, a, k, w: group_norm(
+        s, a[0], int(s.arg(_kw(a, k, 1, "num_groups", 1))), s.arg(_kw(a, k, 2, "weight", None)),
+        s.arg(_kw(a, k, 3, "bias", None)), float(s.arg(_kw(a, k, 4, "eps", 1e-5))), w),
+    "scaled_dot_product_attention": _sdpa,
+}
+
+# Functions that may return several tensors (``max``/``min`` over a dim): their list goes
+# to ``getitem``/``getattr``, as ``torch_functions.SPLITS``' does.
+LAYER_SPLITS: dict[str, Handler] = {"max": _extreme("max"), "min": _extreme("min")}

@@ -1,0 +1,198 @@
+"""Model import of the layers beyond the core set (``graph.torch_layers``,
+``graph.layout_ops``): each against PyTorch on random inputs and weights, the
+transposed convolution and resampling on random shapes, and clear errors for what is
+not supported."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tensortune as tt
+from tensortune.graph import GraphError
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def randomized(model, seed=0):
+    """``model`` in eval mode with every parameter drawn at random (a fresh norm's
+    weights are ones and zeros, which would hide a wrong scale or shift)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen))
+    return model.eval()
+
+
+def check(model, x, trials=0, **kw):
+    compiled = tt.compile_model(model, x, trials=trials, **kw)
+    with torch.no_grad():
+        want = model(x)
+    got = compiled(x)
+    assert got.shape == want.shape
+    scale = float(want.abs().max())
+    assert scale > 0
+    err = float((got - want).abs().max())
+    assert err <= 1e-4 * max(1.0, scale), f"max error {err} (output scale {scale})"
+    return compiled
+
+
+LAYERS = {
+    "conv_transpose_s2_outpad": (nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1,
+                                                    output_padding=1), (2, 6, 5, 7)),
+    "conv_transpose_rect_dilated": (nn.ConvTranspose2d(3, 5, (3, 2), stride=(3, 2),
+                                                       padding=(2, 0), dilation=2), (1, 3, 4, 5)),
+    "conv1d_strided_grouped": (nn.Conv1d(4, 6, 3, stride=2, padding=2, dilation=2, groups=2),
+                               (2, 4, 17)),
+    "group_norm": (nn.GroupNorm(3, 6), (2, 6, 5, 4)),
+    "group_norm_1d": (nn.GroupNorm(2, 4), (2, 4, 9)),
+    "instance_norm_affine": (nn.InstanceNorm2d(3, affine=True), (2, 3, 5, 5)),
+    "prelu_per_channel": (nn.Sequential(nn.Conv2d(3, 4, 1), nn.PReLU(4)), (1, 3, 5, 5)),
+    "upsample_bilinear": (nn.Upsample(scale_factor=2, mode="bilinear"), (1, 4, 6, 6)),
+    "mish_gelu_modules": (nn.Sequential(nn.Mish(), nn.GELU()), (3, 20)),
+    "batch_norm_1d_alone": (nn.BatchNorm1d(5), (3, 5, 4)),
+    "nearest_x3_size": (Fn(lambda x: F.interpolate(x, size=(15, 6))), (1, 3, 5, 3)),
+    "nearest_down": (Fn(lambda x: F.interpolate(x, size=(2, 4))), (1, 3, 6, 8)),
+    "bilinear_aligned_x3": (Fn(lambda x: F.interpolate(x, scale_factor=3, mode="bilinear",
+                                                       align_corners=True)), (1, 2, 4, 5)),
+    "bilinear_uneven_sizes": (Fn(lambda x: F.interpolate(x, size=(7, 3), mode="bilinear")),
+                              (1, 2, 4, 5)),
+    "linear_1d": (Fn(lambda x: F.interpolate(x, size=13, mode="linear")), (2, 3, 6)),
+    "pad_crop_value": (Fn(lambda x: F.pad(x, (1, -1, 2, 0), value=0.5)), (1, 2, 4, 5)),
+    "shapes": (Fn(lambda x: torch.stack([x.t() @ x, x.T @ x * 2], 1).sum(1)
+                  + x.mT[:, None, :1].expand(6, 6, 6).mean(1) + x[:2].repeat(3, 1).T),
+               (6, 6)),
+    "max_min_over_dims": (Fn(lambda x: torch.max(x, -1, True).values + x.min(dim=0, keepdim=True)[0]
+                             + x.max(1, keepdim=True).values + torch.max(x, x * 0.5)), (4, 7)),
+    "elementwise_math": (Fn(lambda x: torch.sin(x) * torch.cos(x) + torch.floor(x * 3.0)
+                            + torch.ceil(x) + torch.sign(x) + F.normalize(x, dim=-1)), (4, 9)),
+    "sdpa_causal": (Fn(lambda x: F.scaled_dot_product_attention(x, x * 2.0, x + 1.0,
+                                                                is_causal=True)), (2, 3, 6, 8)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_layer_matches_torch(name):
+    model, shape = LAYERS[name]
+    torch.manual_seed(1)
+    check(randomized(model), torch.randn(*shape))
+
+
+def test_attention_with_masks_and_multihead_attention():
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            keep = torch.rand(5, 5) > 0.3
+            keep[:, 0] = True                           # no row without a key
+            self.register_buffer("keep", keep)
+            self.register_buffer("bias", torch.randn(5, 5))
+
+        def forward(self, x):
+            return (F.scaled_dot_product_attention(x, x, x, attn_mask=self.keep)
+                    + F.scaled_dot_product_attention(x, x, x, attn_mask=self.bias, scale=0.3))
+    check(Masked().eval(), torch.randn(2, 5, 8))
+
+    for batch_first in (True, False):
+        mha = randomized(nn.MultiheadAttention(16, 4, batch_first=batch_first))
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mha = mha
+
+            def forward(self, x):
+                return self.mha(x, x, x, need_weights=False)[0] + x
+        check(Block().eval(), torch.randn(2, 5, 16))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(c=st.integers(1, 4), k=st.integers(1, 4), h=st.integers(1, 6), w=st.integers(1, 6),
+       kernel=st.integers(1, 4), stride=st.integers(1, 3), pad=st.integers(0, 2),
+       dilation=st.integers(1, 2), seed=st.integers(0, 1000))
+def test_conv_transpose_matches_torch_on_random_shapes(c, k, h, w, kernel, stride, pad,
+                                                       dilation, seed):
+    out_pad = seed % stride                  # PyTorch's bound: below the stride
+    pad = min(pad, dilation * (kernel - 1))
+    model = randomized(nn.ConvTranspose2d(c, k, kernel, stride=stride, padding=pad,
+                                          output_padding=out_pad, dilation=dilation), seed)
+    torch.manual_seed(seed)
+    check(model, torch.randn(1, c, h, w))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(h=st.integers(1, 7), w=st.integers(2, 7), oh=st.integers(1, 15), ow=st.integers(1, 15),
+       mode=st.sampled_from(["bilinear", "nearest"]), corners=st.booleans(),
+       seed=st.integers(0, 1000))
+def test_resampling_matches_torch_on_random_sizes(h, w, oh, ow, mode, corners, seed):
+    if mode == "nearest":     # sizes where one divides the other: a multiple, or a divisor
+        oh = h * (1 + oh % 3) if oh % 2 else max(d for d in range(1, h + 1) if h % d == 0
+                                                 and d <= max(1, oh % h))
+        ow = w * (1 + ow % 3)
+    kw = {"align_corners": corners} if mode == "bilinear" else {}
+    torch.manual_seed(seed)
+    check(Fn(lambda x: F.interpolate(x, size=(oh, ow), mode=mode, **kw)).eval(),
+          torch.randn(1, 2, h, w))
+
+
+def test_a_tuned_decoder_block_with_transposed_conv_and_upsampling():
+    """The search tunes the new anchors and the resampling fused into a conv's input."""
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+            self.conv = nn.Conv2d(8, 4, 3, padding=1)
+            self.norm = nn.GroupNorm(2, 4)
+
+        def forward(self, x, skip):
+            y = torch.cat([self.up(x), F.interpolate(skip, scale_factor=2)], 1)
+            return F.silu(self.norm(self.conv(y)))
+    model = randomized(Decoder())
+    x, skip = torch.randn(1, 8, 6, 6), torch.randn(1, 4, 6, 6)
+    compiled = tt.compile_model(model, (x, skip), trials=12, batch_size=4, seed=0)
+    with torch.no_grad():
+        want = model(x, skip)
+    assert float((compiled(x, skip) - want).abs().max()) <= 1e-4 * float(want.abs().max())
+    names = {t.func.name for t in compiled.tasks}
+    assert any("conv_transpose2d" in n for n in names) and any("group_norm" in n for n in names)
+    assert all(s.best_latency < float("inf") for s in compiled.states)
+
+
+def test_unsupported_forms_say_what_and_where():
+    cases = [
+        (Fn(lambda x: torch.max(x, 1)[1] * 1.0), (2, 3), "indices of max over a dim"),
+        (Fn(lambda x: F.pad(x, (1, 1), mode="reflect")), (1, 2, 4), "pad mode 'reflect'"),
+        (Fn(lambda x: F.interpolate(x, scale_factor=1.5)), (1, 2, 5, 5),
+         "does not give whole sizes; pass size="),
+        (Fn(lambda x: F.interpolate(x, size=(3, 3))), (1, 2, 5, 5),
+         "only sizes where one divides the other"),
+        (Fn(lambda x: F.normalize(x, p=1.0)), (2, 3), "normalize with p=1.0"),
+        (Fn(lambda x: F.scaled_dot_product_attention(x, x, x, dropout_p=0.1)), (1, 2, 4),
+         "dropout_p > 0"),
+        (nn.ConvTranspose2d(4, 4, 3, groups=2), (1, 4, 5, 5), "groups=2 is not supported"),
+        (Fn(lambda x: x.real), (2, 3), "attribute 'real'"),
+    ]
+    for model, shape, message in cases:
+        with pytest.raises(GraphError, match=message):
+            tt.compile_model(model.eval(), torch.randn(*shape))
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+
+    class Weights(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, x):
+            out, w = self.mha(x, x, x)
+            return out.sum(-1, keepdim=True) * w
+    with pytest.raises(GraphError, match="attention weights are not supported"):
+        tt.compile_model(Weights().eval(), torch.randn(2, 3, 8))
