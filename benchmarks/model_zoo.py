@@ -129,6 +129,60 @@ class BertLayer(nn.Module):
         return self.ln2(x + self.ff2(F.gelu(self.ff1(x))))
 
 
+class UNetBlock(nn.Module):
+    """Two 3x3 convolutions, each after a group norm and SiLU (a diffusion U-Net's
+    residual block, without the time embedding), and a 1x1 skip where widths differ."""
+
+    def __init__(self, cin: int, cout: int, groups: int = 8) -> None:
+        super().__init__()
+        self.n1, self.c1 = nn.GroupNorm(groups, cin), nn.Conv2d(cin, cout, 3, padding=1)
+        self.n2, self.c2 = nn.GroupNorm(groups, cout), nn.Conv2d(cout, cout, 3, padding=1)
+        self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.c1(F.silu(self.n1(x)))
+        return self.skip(x) + self.c2(F.silu(self.n2(h)))
+
+
+class UNetSmall(nn.Module):
+    """A two-level U-Net: down by a strided convolution, up by a transposed one, the
+    skip connection concatenated; nearest upsampling adds the coarse features back."""
+
+    def __init__(self, width: int = 32, channels: int = 3) -> None:
+        super().__init__()
+        w = width
+        self.stem = nn.Conv2d(channels, w, 3, padding=1)
+        self.enc1 = UNetBlock(w, w)
+        self.down = nn.Conv2d(w, 2 * w, 3, stride=2, padding=1)
+        self.mid = UNetBlock(2 * w, 2 * w)
+        self.up = nn.ConvTranspose2d(2 * w, w, 2, stride=2)
+        self.dec1 = UNetBlock(2 * w, w)
+        self.out = nn.Sequential(nn.GroupNorm(8, w), nn.SiLU(),
+                                 nn.Conv2d(w, channels, 3, padding=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h1 = self.enc1(self.stem(x))
+        m = self.mid(self.down(h1))
+        d = self.dec1(torch.cat([self.up(m), h1], 1))
+        d = d + F.interpolate(m[:, : d.shape[1]], scale_factor=2, mode="nearest")
+        return self.out(d)
+
+
+class ViTBlock(nn.Module):
+    """A pre-norm vision-transformer encoder block on ``nn.MultiheadAttention``."""
+
+    def __init__(self, dim: int = 384, heads: int = 6, mlp: int = 1536) -> None:
+        super().__init__()
+        self.n1, self.n2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp), nn.GELU(), nn.Linear(mlp, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.n1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.n2(x))
+
+
 def randomize_norms(model: nn.Module, seed: int = 0) -> nn.Module:
     """Give batch norms non-trivial statistics (fresh ones are the identity, which would
     hide a folding bug)."""
@@ -153,3 +207,11 @@ def mobilenet_v2(**kw: object) -> nn.Module:
 
 def bert_layer(**kw: int) -> nn.Module:
     return BertLayer(**kw).eval()
+
+
+def unet_small(**kw: int) -> nn.Module:
+    return UNetSmall(**kw).eval()
+
+
+def vit_block(**kw: int) -> nn.Module:
+    return ViTBlock(**kw).eval()

@@ -1,8 +1,11 @@
-"""Whole-model benchmark: ResNet-18, MobileNet-V2 (batch 1, 224x224) and a BERT-base
-encoder layer (sequence 128), compiled by tensortune after a stated trial budget, against
-PyTorch eager CPU and onnxruntime (when installed), measured in the same run.
+"""Whole-model benchmark: ResNet-18, MobileNet-V2 (batch 1, 224x224), a BERT-base
+encoder layer (sequence 128), a small U-Net (64x64: group norm, SiLU, a transposed
+convolution, upsampling) and a ViT-S block (197 tokens, ``nn.MultiheadAttention``),
+compiled by tensortune after a stated trial budget, against PyTorch eager CPU and
+onnxruntime (when installed), measured in the same run.
 
-Run: python benchmarks/models.py [--models resnet18,mobilenet_v2,bert_layer]
+Run: python benchmarks/models.py
+         [--models resnet18,mobilenet_v2,bert_layer,unet_small,vit_block]
          [--trials 2000] [--scheduler gradient] [--db DIR_OR_FILE] [--out benchmarks/out]
 
 Each model's end-to-end latency is the median of repeated calls after a warm-up (the
@@ -26,12 +29,20 @@ import torch  # noqa: E402
 
 import tensortune as tt  # noqa: E402
 from benchmarks.baselines import median_time, setup_torch  # noqa: E402
-from benchmarks.model_zoo import bert_layer, mobilenet_v2, resnet18  # noqa: E402
+from benchmarks.model_zoo import (  # noqa: E402
+    bert_layer,
+    mobilenet_v2,
+    resnet18,
+    unet_small,
+    vit_block,
+)
 
 MODELS = {
     "resnet18": (resnet18, (1, 3, 224, 224)),
     "mobilenet_v2": (mobilenet_v2, (1, 3, 224, 224)),
     "bert_layer": (bert_layer, (1, 128, 768)),
+    "unet_small": (unet_small, (1, 3, 64, 64)),
+    "vit_block": (vit_block, (1, 197, 384)),
 }
 
 

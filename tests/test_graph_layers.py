@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensortune as tt
-from tensortune.graph import GraphError
+from tensortune.graph import Graph, GraphError
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -76,6 +76,26 @@ LAYERS = {
                              + x.max(1, keepdim=True).values + torch.max(x, x * 0.5)), (4, 7)),
     "elementwise_math": (Fn(lambda x: torch.sin(x) * torch.cos(x) + torch.floor(x * 3.0)
                             + torch.ceil(x) + torch.sign(x) + F.normalize(x, dim=-1)), (4, 9)),
+    "einsum_forms": (Fn(lambda x: torch.einsum("bij,bkj->bik", x, x)[0]
+                        + torch.einsum("ij,jk", x[0], x[1].T) + torch.einsum("ii->i", x[1])
+                        + torch.einsum("i,j->ij", [x[0, 0], x[1, 1]])), (2, 5, 5)),
+    "pixel_shuffle_and_back": (nn.Sequential(nn.PixelShuffle(2), nn.Conv2d(2, 8, 1),
+                                             nn.PixelUnshuffle(2)), (1, 8, 3, 4)),
+    "pools_1d": (Fn(lambda x: F.max_pool1d(x, 3, 2, 1) + F.avg_pool1d(
+        x, 3, 2, 1, count_include_pad=False) + F.avg_pool1d(x, 3, 2, 1)), (2, 3, 11)),
+    "pool_1d_modules": (nn.Sequential(nn.MaxPool1d(2), nn.AvgPool1d(3, 1, 1)), (2, 3, 11)),
+    "adaptive_max": (Fn(lambda x: F.adaptive_max_pool2d(x, (2, 3))
+                        + F.adaptive_max_pool2d(x, 1)), (2, 3, 4, 6)),
+    "pad_modules": (nn.Sequential(nn.ReflectionPad2d((1, 2, 3, 0)), nn.ReplicationPad2d(2),
+                                  nn.ZeroPad2d((1, 0, 0, 2)), nn.ConstantPad2d(1, -0.5)),
+                    (1, 2, 5, 4)),
+    "conv_padding_modes": (nn.Sequential(
+        nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"),
+        nn.Conv2d(4, 4, 3, padding=(1, 2), padding_mode="circular"),
+        nn.Conv2d(4, 2, 3, padding=1, padding_mode="replicate")), (1, 3, 6, 7)),
+    "conv1d_replicate": (nn.Conv1d(3, 4, 5, padding=2, padding_mode="replicate"), (1, 3, 9)),
+    "pow_by_tensor": (Fn(lambda x: torch.pow(x.abs() + 0.5, x) + 2 ** x + x.abs() ** x),
+                      (3, 8)),
     "sdpa_causal": (Fn(lambda x: F.scaled_dot_product_attention(x, x * 2.0, x + 1.0,
                                                                 is_causal=True)), (2, 3, 6, 8)),
 }
@@ -122,7 +142,7 @@ def test_attention_with_masks_and_multihead_attention():
 def test_conv_transpose_matches_torch_on_random_shapes(c, k, h, w, kernel, stride, pad,
                                                        dilation, seed):
     out_pad = seed % stride                  # PyTorch's bound: below the stride
-    pad = min(pad, dilation * (kernel - 1))
+    pad = min(pad, dilation * (kernel - 1) // 2)      # at least one output row
     model = randomized(nn.ConvTranspose2d(c, k, kernel, stride=stride, padding=pad,
                                           output_padding=out_pad, dilation=dilation), seed)
     torch.manual_seed(seed)
@@ -142,6 +162,25 @@ def test_resampling_matches_torch_on_random_sizes(h, w, oh, ow, mode, corners, s
     torch.manual_seed(seed)
     check(Fn(lambda x: F.interpolate(x, size=(oh, ow), mode=mode, **kw)).eval(),
           torch.randn(1, 2, h, w))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=st.lists(st.integers(2, 6), min_size=1, max_size=3),
+       pads=st.lists(st.integers(-1, 5), min_size=6, max_size=6),
+       mode=st.sampled_from(["constant", "reflect", "replicate", "circular"]),
+       seed=st.integers(0, 1000))
+def test_pad_modes_match_torch_on_random_shapes(shape, pads, mode, seed):
+    nd = len(shape)
+    limit = [s - 1 if mode == "reflect" else s for s in shape[::-1]]
+    # PyTorch pads the trailing axes, at most three for these modes, with pads under the
+    # size; constant pads may crop one (-1) where three or more are left.
+    sizes = [x for s in shape[::-1] for x in (s, s)]
+    pads = [max(min(p, lim), -1 if mode == "constant" and size >= 4 else 0)
+            for p, lim, size in zip(pads[:2 * min(nd, 3)], [x for s in limit for x in (s, s)],
+                                    sizes)]
+    x = torch.randn(1, 1, *shape) if mode != "constant" else torch.randn(*shape)
+    torch.manual_seed(seed)
+    check(Fn(lambda t: F.pad(t, pads, mode=mode) * 2.0).eval(), x)
 
 
 def test_a_tuned_decoder_block_with_transposed_conv_and_upsampling():
@@ -170,7 +209,6 @@ def test_a_tuned_decoder_block_with_transposed_conv_and_upsampling():
 def test_unsupported_forms_say_what_and_where():
     cases = [
         (Fn(lambda x: torch.max(x, 1)[1] * 1.0), (2, 3), "indices of max over a dim"),
-        (Fn(lambda x: F.pad(x, (1, 1), mode="reflect")), (1, 2, 4), "pad mode 'reflect'"),
         (Fn(lambda x: F.interpolate(x, scale_factor=1.5)), (1, 2, 5, 5),
          "does not give whole sizes; pass size="),
         (Fn(lambda x: F.interpolate(x, size=(3, 3))), (1, 2, 5, 5),
@@ -184,6 +222,10 @@ def test_unsupported_forms_say_what_and_where():
     for model, shape, message in cases:
         with pytest.raises(GraphError, match=message):
             tt.compile_model(model.eval(), torch.randn(*shape))
+    # PyTorch rejects these pads itself; a graph built by hand gets the op's own error.
+    g = Graph()
+    with pytest.raises(GraphError, match=r"reflect pads \[\(4, 1\)\] must be under the size"):
+        g.op("pad", [g.input("x", (4,))], pads=((4, 1),), mode="reflect")
     mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
 
     class Weights(nn.Module):

@@ -236,13 +236,22 @@ class _Importer:
         return self.binary("add", y, self.torch.from_numpy(np.reshape(t, (-1, *trail))), where)
 
     def conv(self, x: Any, m: Any, where: str, bn: Any = None) -> TensorRef:
+        if m.padding_mode != "zeros":      # padded apart, then a convolution without
+            if isinstance(m.padding, str):
+                raise GraphError(f"{where}: padding={m.padding!r} is not supported; give ints")
+            ph, pw = _pair(m.padding)
+            x = self.op("pad", [self.tensor(x, where)], where, mode=m.padding_mode,
+                        pads=((0, 0), (0, 0), (ph, ph), (pw, pw)))
+            padding: Any = 0
+        else:
+            padding = m.padding
         w = to_numpy(m.weight)
         b = to_numpy(m.bias) if m.bias is not None else None
         if bn is not None:   # fold: bn(conv(x)) = conv(x) * s + t, s into the weights
             s = to_numpy(bn.weight) / np.sqrt(to_numpy(bn.running_var) + bn.eps)
             w = w * s.reshape(-1, 1, 1, 1)
             b = ((b if b is not None else 0.0) - to_numpy(bn.running_mean)) * s + to_numpy(bn.bias)
-        return self.conv_arrays(x, w, b, m.stride, m.padding, m.dilation, m.groups, where)
+        return self.conv_arrays(x, w, b, m.stride, padding, m.dilation, m.groups, where)
 
     def conv_arrays(self, x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any,
                     groups: int, where: str) -> TensorRef:

@@ -1,9 +1,10 @@
 """Graph operators that move and resample data: ``broadcast`` (``expand``), ``tile``
-(``repeat``), ``pad`` with a constant, ``resample`` (``interpolate``, nearest and
-bilinear), and the transposed convolution, an anchor like ``conv2d``.
+(``repeat``), ``pad`` (constant, reflect, replicate, circular), ``resample``
+(``interpolate``, nearest and bilinear); and two anchors like ``conv2d``: the
+transposed convolution and ``einsum``.
 
-Every index here is integer arithmetic on the loop variables (divisions and remainders by
-constants), never a table lookup: the schedule rules see the accesses as they see a
+Every index here is integer arithmetic on the loop variables (divisions, remainders and
+selects), never a table lookup: the schedule rules see the accesses as they see a
 convolution's, and a resample or pad fuses into the kernel that reads it.
 
 Example:
@@ -45,21 +46,49 @@ def _tile(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
         for d, (s, r) in enumerate(zip(x.shape, reps[lead:])))], name=n)
 
 
+def _padded_index(j: Any, size: int, mode: str) -> Any:
+    """The source index along an axis of ``size`` of the padded position ``j`` (``j``
+    below 0 or from ``size`` on lies in the padding)."""
+    if mode == "reflect":       # mirrored about the edge elements, which are not repeated
+        # (clamped as well, which changes nothing: the bounds check cannot see that each
+        # side of the select is in range where it is taken)
+        mirrored = te.if_then_else(j < 0, 0 - j,
+                                   te.if_then_else(j >= size, 2 * (size - 1) - j, j))
+        return te.min(te.max(mirrored, 0), size - 1)
+    if mode == "replicate":
+        return te.min(te.max(j, 0), size - 1)
+    return (j + size) % size    # circular
+
+
 @_op("pad", Pattern.INJECTIVE)
 def _pad(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
-    """``x`` with ``a["pads"][d] = (before, after)`` elements of ``a["value"]`` around
-    each axis (negative pads crop)."""
+    """``x`` with ``a["pads"][d] = (before, after)`` elements around each axis (negative
+    pads crop): of ``a["value"]`` in ``mode`` "constant" (the default), else the
+    edge's mirror image ("reflect"), the edge element ("replicate") or the other end
+    ("circular")."""
     x, pads, value = ins[0], a["pads"], float(a.get("value", 0.0))
+    mode = a.get("mode", "constant")
     if len(pads) != x.ndim:
         raise ValueError(f"{len(pads)} pads for a tensor of {x.ndim} axes")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise ValueError(f"pad mode {mode!r}: constant, reflect, replicate and circular are "
+                         "supported")
     shape = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, pads))
     if min(shape) < 1:
         raise ValueError(f"pads {list(pads)} leave no element of {list(x.shape)}")
+    if mode != "constant" and any(max(lo, hi) > (s - 1 if mode == "reflect" else s)
+                                  for s, (lo, hi) in zip(x.shape, pads)):
+        raise ValueError(f"{mode} pads {list(pads)} must be under the size of each axis of "
+                         f"{list(x.shape)}")
 
     def body(*i: Any) -> Any:
         conds, src = [], []
         for d, (lo, hi) in enumerate(pads):
-            src.append(i[d] - lo)
+            j = i[d] - lo
+            if mode != "constant" and (lo > 0 or hi > 0):
+                src.append(_padded_index(j, x.shape[d], mode))
+                continue
+            src.append(j)
             if lo > 0:
                 conds.append(i[d] >= lo)
             if hi > 0:
@@ -159,3 +188,37 @@ def _conv_transpose2d(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     rc, ry, rx = te.reduce_axis(C, "rc"), te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
     return te.compute((N, K, OH, OW), lambda b, k, y, z: te.sum(
         xs[b, rc, y + ry * dh, z + rx * dw] * w[rc, ry, rx, k], axis=[rc, ry, rx]), name=n)
+
+
+@_op("einsum", Pattern.ANCHOR)
+def _einsum(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """``torch.einsum`` of one or more tensors: ``a["equation"]`` like "bij,bjk->bik",
+    letters only, the letters missing from the output summed over. An axis of 1 may
+    meet a longer one of the same letter (broadcast)."""
+    eq = a["equation"].replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if "." in eq or len(terms) != len(ins) or not all(t.isalpha() for t in terms):
+        raise ValueError(f"einsum {a['equation']!r} of {len(ins)} tensors: one term of "
+                         "letters per tensor is supported (no ...)")
+    size: dict[str, int] = {}
+    for t, x in zip(terms, ins):
+        if len(t) != x.ndim:
+            raise ValueError(f"term {t!r} for a tensor of {x.ndim} axes")
+        for c, s in zip(t, x.shape):
+            if size.get(c, 1) not in (1, s) and s != 1:
+                raise ValueError(f"letter {c!r} is {size[c]} and {s} long")
+            size[c] = max(size.get(c, 1), s)
+    if not arrow:          # the implicit output: the letters seen once, in order
+        out = "".join(sorted(c for c in size if lhs.count(c) == 1))
+    summed = [c for c in size if c not in out]
+    rs = {c: te.reduce_axis(size[c], f"r{c}") for c in summed}
+
+    def body(*i: Any) -> Any:
+        at = {**dict(zip(out, i)), **rs}
+        prod: Any = None
+        for t, x in zip(terms, ins):
+            v = x[tuple(0 if s == 1 and size[c] != 1 else at[c] for c, s in zip(t, x.shape))]
+            prod = v if prod is None else prod * v
+        return te.sum(prod, axis=list(rs.values())) if rs else prod
+    return te.compute(tuple(size[c] for c in out), body, name=n)

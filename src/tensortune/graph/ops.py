@@ -109,6 +109,7 @@ def _mask(cmp: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 _SCALAR = {"add": lambda x, c: x + c, "sub": lambda x, c: x - c, "mul": lambda x, c: x * c,
            "div": lambda x, c: x / c, "pow": lambda x, c: te.pow(x, c),
            "rsub": lambda x, c: c - x, "rdiv": lambda x, c: c / x,
+           "rpow": lambda x, c: te.pow(c, x),
            **{name: _mask(cmp) for name, cmp in _COMPARE.items()}}
 
 
@@ -141,6 +142,7 @@ def _bcast(t: Tensor, idx: tuple[Any, ...], shape: tuple[int, ...]) -> Any:
 
 _BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
            "div": lambda a, b: a / b, "maximum": te.maximum, "minimum": te.minimum,
+           "pow": te.pow,
            **{name: _mask(cmp) for name, cmp in _COMPARE.items()}}
 
 

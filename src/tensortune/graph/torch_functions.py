@@ -199,13 +199,15 @@ def _dropout(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
 
 
 def _pow(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
-    """``x ** c``, ``x.pow(c)``, ``torch.pow(x, c)`` for a number ``c`` (RMSNorm's square):
-    a scalar op, which ``te.pow`` writes out for the small exponents."""
-    c = s.arg(_kw(a, k, 1, "exponent", None))
+    """``x ** c``, ``x.pow(c)``, ``torch.pow(x, c)``: for a number ``c`` (RMSNorm's
+    square) a scalar op, which ``te.pow`` writes out for the small exponents; ``c ** x``
+    and a tensor to a tensor's power are libm's ``pow`` per element."""
+    base, c = s.arg(a[0]), s.arg(_kw(a, k, 1, "exponent", None))
+    if isinstance(base, (int, float)) and not isinstance(base, bool):
+        return s.op("scalar", [s.tensor(c, w)], w, fn="rpow", value=float(base))
     if not isinstance(c, (int, float)) or isinstance(c, bool):
-        raise GraphError(f"{w}: pow takes a number exponent here, got "
-                         f"{type(c).__name__}; a tensor exponent is not supported")
-    return s.op("scalar", [s.tensor(a[0], w)], w, fn="pow", value=float(c))
+        return s.op("pow", [s.tensor(base, w), s.tensor(c, w)], w)
+    return s.op("scalar", [s.tensor(base, w)], w, fn="pow", value=float(c))
 
 
 def _compare(name: str) -> Callable[[Importer, list[Any], dict[str, Any], str], Any]:

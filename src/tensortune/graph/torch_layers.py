@@ -114,14 +114,67 @@ def _normalize(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
 def _pad(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     pads, mode = [int(p) for p in s.arg(a[1])], s.arg(_kw(a, k, 2, "mode", "constant"))
     value = s.arg(_kw(a, k, 3, "value", None))
-    if mode != "constant":
-        raise GraphError(f"{w}: pad mode {mode!r} is not supported (constant is)")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise GraphError(f"{w}: pad mode {mode!r} is not supported (constant, reflect, "
+                         "replicate and circular are)")
     nd = len(s.shape(a[0]))
     pairs = [(0, 0)] * nd
     for j in range(len(pads) // 2):          # (left, right) of the last axis first
         pairs[nd - 1 - j] = (pads[2 * j], pads[2 * j + 1])
-    return s.op("pad", [s.tensor(a[0], w)], w, pads=tuple(pairs),
+    return s.op("pad", [s.tensor(a[0], w)], w, pads=tuple(pairs), mode=mode,
                 value=0.0 if value is None else float(value))
+
+
+def _einsum(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    ops = s.arg(a[1]) if len(a) == 2 and isinstance(s.arg(a[1]), (list, tuple)) else a[1:]
+    return s.op("einsum", [s.tensor(t, w) for t in ops], w, equation=str(a[0]))
+
+
+def shuffle(s: Importer, x: Any, r: int, down: bool, w: str) -> TensorRef:
+    """``pixel_shuffle``, (N, C r^2, H, W) -> (N, C, H r, W r), as reshape, permute,
+    reshape; ``down`` for ``pixel_unshuffle``, the other way."""
+    n, c, h, wd = s.shape(x)
+    if down:
+        y = s.reshape(x, (n, c, h // r, r, wd // r, r), w)
+        y = _permuted(s, y, (0, 1, 3, 5, 2, 4), w)
+        return s.reshape(y, (n, c * r * r, h // r, wd // r), w)
+    y = _permuted(s, s.reshape(x, (n, c // (r * r), r, r, h, wd), w), (0, 1, 4, 2, 5, 3), w)
+    return s.reshape(y, (n, c // (r * r), h * r, wd * r), w)
+
+
+def _pool1d(op: str) -> Handler:
+    """max_pool1d/avg_pool1d as the 2-d pool over rows of 1."""
+    def handle(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+        def one(v: Any) -> int:
+            return int(v[0] if isinstance(v, (list, tuple)) else v)
+        n, c, length = s.shape(a[0])
+        kernel = one(s.arg(_kw(a, k, 1, "kernel_size", 1)))
+        stride = s.arg(_kw(a, k, 2, "stride", None))
+        at = 4 if op == "avg_pool2d" else 5        # where ceil_mode is in each signature
+        extra: dict[str, Any] = {"ceil_mode": bool(s.arg(_kw(a, k, at, "ceil_mode", False)))}
+        if op == "avg_pool2d":
+            extra["count_include_pad"] = bool(s.arg(_kw(a, k, 5, "count_include_pad", True)))
+        else:
+            extra["dilation"] = (1, one(s.arg(_kw(a, k, 4, "dilation", 1))))
+        y = s.pool(op, s.reshape(a[0], (n, c, 1, length), w), (1, kernel),
+                   (1, kernel if stride is None or stride == [] else one(stride)),
+                   (0, one(s.arg(_kw(a, k, 3, "padding", 0)))), w, **extra)
+        return s.reshape(y, (n, c, s.shape(y)[3]), w)
+    return handle
+
+
+def _adaptive_max(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    if s.arg(_kw(a, k, 2, "return_indices", False)):
+        raise GraphError(f"{w}: adaptive max pooling with return_indices is not supported")
+    h, wd = s.shape(a[0])[2:]
+    size = s.arg(a[1])
+    oh, ow = (size, size) if isinstance(size, int) else (size[0] or h, size[1] or wd)
+    if (oh, ow) == (1, 1):
+        return s.op("amax", [s.tensor(a[0], w)], w, axes=(2, 3), keepdim=True)
+    if h % oh or wd % ow:
+        raise GraphError(f"{w}: adaptive pooling of {h}x{wd} to {oh}x{ow} has uneven "
+                         "windows; only output sizes that divide the input are supported")
+    return s.pool("max_pool2d", a[0], (h // oh, wd // ow), (h // oh, wd // ow), 0, w)
 
 
 def _interpolate(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
@@ -259,9 +312,11 @@ def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
     """The graph value of the modules this file imports, or None for another module."""
     nn, x = s.torch.nn, n.args[0] if n.args else None
     if isinstance(m, nn.Conv1d):
+        padding = m.padding
         if m.padding_mode != "zeros":
-            raise GraphError(f"{w}: padding_mode={m.padding_mode!r} is not supported")
-        return conv1d(s, x, m.weight, m.bias, m.stride, m.padding, m.dilation, m.groups, w)
+            x = _pad(s, [x, (m.padding[0],) * 2, m.padding_mode], {}, w)
+            padding = 0
+        return conv1d(s, x, m.weight, m.bias, m.stride, padding, m.dilation, m.groups, w)
     if isinstance(m, nn.ConvTranspose2d):
         if n.args[1:] or n.kwargs.get("output_size") is not None:
             raise GraphError(f"{w}: ConvTranspose2d with output_size is not supported")
@@ -284,6 +339,24 @@ def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
         return s.op("mish", [s.tensor(x, w)], w)
     if isinstance(m, nn.MultiheadAttention):
         return _multihead(s, n, m, w)
+    if isinstance(m, nn.PixelShuffle):
+        return shuffle(s, x, m.upscale_factor, False, w)
+    if isinstance(m, nn.PixelUnshuffle):
+        return shuffle(s, x, m.downscale_factor, True, w)
+    if isinstance(m, (nn.MaxPool1d, nn.AvgPool1d)):
+        op = "max_pool2d" if isinstance(m, nn.MaxPool1d) else "avg_pool2d"
+        kw = {"ceil_mode": m.ceil_mode}
+        kw.update({"dilation": m.dilation} if op == "max_pool2d" else
+                  {"count_include_pad": m.count_include_pad})
+        return _pool1d(op)(s, [x, m.kernel_size, m.stride, m.padding], kw, w)
+    if isinstance(m, nn.AdaptiveMaxPool2d):
+        return _adaptive_max(s, [x, m.output_size, m.return_indices], {}, w)
+    pads = {nn.ReflectionPad1d: "reflect", nn.ReflectionPad2d: "reflect",
+            nn.ReplicationPad1d: "replicate", nn.ReplicationPad2d: "replicate",
+            nn.ZeroPad2d: "constant", nn.ConstantPad1d: "constant", nn.ConstantPad2d: "constant"}
+    for kind, mode in pads.items():
+        if isinstance(m, kind):
+            return _pad(s, [x, m.padding, mode, getattr(m, "value", 0.0)], {}, w)
     return None
 
 
@@ -306,7 +379,11 @@ LAYER_FUNCS: dict[str, Handler] = {
     "group_norm": lambda s, a, k, w: group_norm(
         s, a[0], int(s.arg(_kw(a, k, 1, "num_groups", 1))), s.arg(_kw(a, k, 2, "weight", None)),
         s.arg(_kw(a, k, 3, "bias", None)), float(s.arg(_kw(a, k, 4, "eps", 1e-5))), w),
-    "scaled_dot_product_attention": _sdpa,
+    "scaled_dot_product_attention": _sdpa, "einsum": _einsum,
+    "pixel_shuffle": lambda s, a, k, w: shuffle(s, a[0], int(s.arg(a[1])), False, w),
+    "pixel_unshuffle": lambda s, a, k, w: shuffle(s, a[0], int(s.arg(a[1])), True, w),
+    "max_pool1d": _pool1d("max_pool2d"), "avg_pool1d": _pool1d("avg_pool2d"),
+    "adaptive_max_pool2d": _adaptive_max,
 }
 
 # Functions that may return several tensors (``max``/``min`` over a dim): their list goes
