@@ -96,6 +96,9 @@ LAYERS = {
     "conv1d_replicate": (nn.Conv1d(3, 4, 5, padding=2, padding_mode="replicate"), (1, 3, 9)),
     "pow_by_tensor": (Fn(lambda x: torch.pow(x.abs() + 0.5, x) + 2 ** x + x.abs() ** x),
                       (3, 8)),
+    "roll_flip_triangles_cumsum": (Fn(lambda x: torch.roll(x, (2, -1), (1, 2)) + torch.flip(
+        x, [-1, 0]) + torch.tril(x) - torch.triu(x, 1) * 2 + x.cumsum(1) + x.cumsum(-1)),
+                                   (2, 5, 6)),
     "sdpa_causal": (Fn(lambda x: F.scaled_dot_product_attention(x, x * 2.0, x + 1.0,
                                                                 is_causal=True)), (2, 3, 6, 8)),
 }
@@ -133,6 +136,24 @@ def test_attention_with_masks_and_multihead_attention():
             def forward(self, x):
                 return self.mha(x, x, x, need_weights=False)[0] + x
         check(Block().eval(), torch.randn(2, 5, 16))
+
+
+def test_values_made_from_constants_are_folded_at_import():
+    """A mask made in forward from ``arange``, a weight transposed in forward and
+    ``zeros_like`` are constants of the graph, not ops on it."""
+    class Made(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(5, 6))
+
+        def forward(self, x):
+            t = x.shape[0]
+            keep = torch.arange(t)[None, :] <= torch.arange(t)[:, None]
+            y = F.linear(x, self.w.t() * 0.5)                 # [t, 6]
+            return y.masked_fill(~keep[:, :1], 0.0) + torch.zeros_like(y) + torch.ones(6)
+    compiled = check(Made().eval(), torch.randn(4, 5))
+    ops = {n.op for n in compiled.graph.nodes.values()}
+    assert "dense" in ops and not ops & {"permute", "scalar", "le"}
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -218,6 +239,7 @@ def test_unsupported_forms_say_what_and_where():
          "dropout_p > 0"),
         (nn.ConvTranspose2d(4, 4, 3, groups=2), (1, 4, 5, 5), "groups=2 is not supported"),
         (Fn(lambda x: x.real), (2, 3), "attribute 'real'"),
+        (Fn(lambda x: torch.roll(x, 1)), (2, 3), "roll without dims"),
     ]
     for model, shape, message in cases:
         with pytest.raises(GraphError, match=message):

@@ -20,10 +20,17 @@ import numpy as np
 
 from .ir import Graph, GraphError
 from .torch_functions import FUNCS, SPLITS, TensorRef, Unsupported, to_numpy
-from .torch_layers import LAYER_FUNCS, LAYER_SPLITS, layer_module
+from .torch_layers import LAYER_FUNCS, layer_module
+from .torch_shapes import SHAPE_FUNCS, SHAPE_SPLITS
 
-HANDLERS = {**FUNCS, **LAYER_FUNCS}
-MANY = {**SPLITS, **LAYER_SPLITS}   # functions that may return several tensors
+HANDLERS = {**FUNCS, **SHAPE_FUNCS, **LAYER_FUNCS}
+MANY = {**SPLITS, **SHAPE_SPLITS}   # functions that may return several tensors
+
+
+# Functions whose values are drawn at random: never folded into constants.
+_RANDOM = ("rand", "normal", "bernoulli", "multinomial", "dropout")
+# Functions whose values depend on their input's shape alone.
+_SHAPE_ONLY = ("zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full")
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -139,10 +146,23 @@ class _Importer:
                 outs = outs if isinstance(outs, (list, tuple)) else [outs]
                 self.g.outputs = [self.tensor(o, where) if not isinstance(o, TensorRef) else o.name
                                   for o in outs]
+                raw = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
+                for k, o in enumerate(raw):      # the fx nodes: their example values
+                    v = self.values.get(getattr(o, "name", ""))
+                    if isinstance(v, self.torch.Tensor):
+                        self.g.output_shapes[k] = tuple(v.shape)
             else:
                 value = self.values[n.name]
                 name = n.target if isinstance(n.target, str) else n.target.__name__
                 self.current = n.name
+                if isinstance(value, self.torch.Tensor) and not any(
+                        r in name for r in _RANDOM) and (name in _SHAPE_ONLY or not (
+                            self._reads_graph(n.args) or self._reads_graph(n.kwargs))):
+                    # Computed from constants alone (``torch.arange(T)``, a mask made in
+                    # forward, a transposed weight), or from only the shape of a value
+                    # (``zeros_like``): folded, as the example run made it.
+                    self.env[n.name] = value
+                    continue
                 if name in MANY and n.op != "call_module":
                     self.env[n.name] = MANY[name](self, list(n.args), dict(n.kwargs), where)
                     continue
@@ -170,6 +190,17 @@ class _Importer:
                                          f"supported: {', '.join(sorted(HANDLERS))}")
                     self.env[n.name] = fn(self, list(n.args), dict(n.kwargs), where)
         return self.g.prune()
+
+    def _reads_graph(self, a: Any) -> bool:
+        """Whether the fx arguments ``a`` read a value the graph computes (an input or
+        anything made from one), not only constants."""
+        if hasattr(a, "op") and hasattr(a, "name"):
+            return self._reads_graph(self.env.get(a.name))
+        if isinstance(a, (list, tuple)):
+            return any(self._reads_graph(x) for x in a)
+        if isinstance(a, dict):
+            return any(self._reads_graph(x) for x in a.values())
+        return isinstance(a, (TensorRef, Unsupported))
 
     def module(self, n: Any, m: Any, where: str) -> Any:
         nn = self.torch.nn

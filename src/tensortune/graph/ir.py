@@ -53,6 +53,9 @@ class Graph:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     consts: dict[str, np.ndarray] = field(default_factory=dict)
+    # The model's own shape of each output (by position), which the executor gives its
+    # results: a 0-d tensor (``x.sum()``) is held as shape (1,), which broadcasts alike.
+    output_shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     def _fresh(self, base: str) -> str:
         name, n = base, 1

@@ -1,5 +1,6 @@
-"""Graph operators that move and resample data: ``broadcast`` (``expand``), ``tile``
-(``repeat``), ``pad`` (constant, reflect, replicate, circular), ``resample``
+"""Graph operators that move and resample data: ``broadcast`` (``expand``), ``roll``,
+``flip``, ``triangle`` (``tril``/``triu``), ``tile`` (``repeat``), ``pad`` (constant,
+reflect, replicate, circular), ``resample``
 (``interpolate``, nearest and bilinear); and two anchors like ``conv2d``: the
 transposed convolution and ``einsum``.
 
@@ -30,6 +31,40 @@ def _broadcast(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     if lead < 0 or any(s not in (1, shape[lead + d]) for d, s in enumerate(x.shape)):
         raise ValueError(f"cannot broadcast {list(x.shape)} to {list(shape)}")
     return te.compute(shape, lambda *i: _bcast(x, i, shape), name=n)
+
+
+@_op("roll", Pattern.INJECTIVE)
+def _roll(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """``x`` shifted by ``a["shifts"][d]`` along ``a["dims"][d]``, wrapping around
+    (``torch.roll``; Swin's shifted windows)."""
+    x = ins[0]
+    shift = {d % x.ndim: int(s) % x.shape[d % x.ndim] for s, d in zip(a["shifts"], a["dims"])}
+    return te.compute(x.shape, lambda *i: x[tuple(
+        (v + (x.shape[d] - shift[d])) % x.shape[d] if shift.get(d) else v
+        for d, v in enumerate(i))], name=n)
+
+
+@_op("flip", Pattern.INJECTIVE)
+def _flip(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """``x`` reversed along ``a["dims"]``."""
+    x = ins[0]
+    dims = {d % x.ndim for d in a["dims"]}
+    return te.compute(x.shape, lambda *i: x[tuple(
+        x.shape[d] - 1 - v if d in dims else v for d, v in enumerate(i))], name=n)
+
+
+@_op("triangle", Pattern.ELEMWISE)
+def _triangle(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """The lower (``tril``) or upper (``triu``) triangle of the last two axes from
+    diagonal ``a["k"]``, zeros elsewhere."""
+    x, k, upper = ins[0], int(a.get("k", 0)), bool(a["upper"])
+    if x.ndim < 2:
+        raise ValueError(f"a triangle of a tensor of {x.ndim} axes")
+
+    def body(*i: Any) -> Any:
+        inside = i[-1] - i[-2] >= k if upper else i[-1] - i[-2] <= k
+        return te.if_then_else(inside, x[i], 0.0)
+    return te.compute(x.shape, body, name=n)
 
 
 @_op("tile", Pattern.INJECTIVE)

@@ -332,9 +332,8 @@ def _slice(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     x, spec = ins[0], a["index"]
     if sum(1 for e in spec if e[0] != "n") != x.ndim:
         raise ValueError(f"an index of {len(spec)} axes for a tensor of {x.ndim}")
-    shape = tuple(e[3] if e[0] == "s" else 1 for e in spec if e[0] != "i")
-    if not shape:
-        raise ValueError("indexing down to a 0-d tensor is not supported")
+    # Indexing down to one element gives a 0-d tensor, held as shape (1,) (reductions.py).
+    shape = tuple(e[3] if e[0] == "s" else 1 for e in spec if e[0] != "i") or (1,)
 
     def body(*o: Any) -> Any:
         it = iter(o)

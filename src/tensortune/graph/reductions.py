@@ -30,10 +30,10 @@ def reduce_over(x: Tensor, a: dict[str, Any], combiner: Callable[..., Any], n: s
     """
     axes, keep = sorted(d % x.ndim for d in a["axes"]), a.get("keepdim", False)
     rs = [te.reduce_axis(x.shape[d], f"r{d}") for d in axes]
-    shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keep or d not in axes)
-    if not shape:
-        raise ValueError("a reduction over every axis gives a 0-d tensor, which is not "
-                         "supported; keep the axes (keepdim=True) or reduce fewer")
+    # A reduction over every axis gives a 0-d tensor, held as shape (1,) (the graph's
+    # ``output_shapes`` gives it back its own shape).
+    shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape)
+                  if keep or d not in axes) or (1,)
 
     def src(i: tuple[Any, ...]) -> tuple[Any, ...]:
         it, out = iter(i), []
@@ -199,3 +199,17 @@ def _group_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     return te.compute(x.shape, lambda b, c, *s: (x[(b, c, *s)] - mu[b, c // cg] * (1.0 / cnt))
                       / te.sqrt(var[b, c // cg] * (1.0 / cnt) + eps) * gamma[c] + beta[c],
                       name=n)
+
+
+@_op("cumsum", Pattern.REDUCE)
+def _cumsum(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+    """Running sums along ``a["axis"]``: each element the sum of those up to it (a
+    reduction over the whole axis with the later ones masked, quadratic in its length)."""
+    x = ins[0]
+    axis = int(a["axis"]) % x.ndim
+    r = te.reduce_axis(x.shape[axis], "r")
+
+    def body(*i: Any) -> Any:
+        src = i[:axis] + (r,) + i[axis + 1:]
+        return te.sum(te.if_then_else(r <= i[axis], x[src], 0.0), axis=r)
+    return te.compute(x.shape, body, name=n)

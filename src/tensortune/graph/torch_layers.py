@@ -1,13 +1,14 @@
-"""The torch functions, methods and modules ``from_torch`` imports beyond
-``torch_functions``' core: shape methods (``t``, ``.T``, ``expand``, ``repeat``,
-``stack``), ``max``/``min`` over a dim, the 1-d and transposed convolutions, group and
-instance norm, ``pad``, ``interpolate``, ``prelu``, ``normalize``, scaled dot-product
-attention and ``nn.MultiheadAttention``. Each is written with the graph's ops
-(``graph.ops``, ``graph.layout_ops``), so it fuses and tunes like the rest.
+"""The torch functions and modules ``from_torch`` imports beyond ``torch_functions``'
+core: the 1-d and transposed convolutions, 1-d and adaptive max pooling, group and
+instance norm, ``pad`` and the pad modules, ``interpolate``/``nn.Upsample``, ``prelu``,
+``normalize``, ``cumsum``, more element-wise math, scaled dot-product attention and
+``nn.MultiheadAttention`` (the moving of data is ``torch_shapes``'). Each is written
+with the graph's ops (``graph.ops``, ``graph.layout_ops``), so it fuses and tunes like
+the rest.
 
 Example:
     >>> sorted(LAYER_FUNCS)[:3]
-    ['broadcast_to', 'ceil', 'conv1d']
+    ['adaptive_max_pool2d', 'avg_pool1d', 'ceil']
 """
 
 from __future__ import annotations
@@ -20,73 +21,12 @@ import numpy as np
 
 from .ir import GraphError
 from .torch_functions import TensorRef, Unsupported, _kw, _unary, to_numpy
+from .torch_shapes import _permuted, _swap_last, shuffle
 
 if TYPE_CHECKING:
     from .from_torch import _Importer as Importer
 
 Handler = Callable[["Importer", list[Any], dict[str, Any], str], Any]
-
-
-def _permuted(s: Importer, x: Any, dims: tuple[int, ...], w: str) -> TensorRef:
-    return s.op("permute", [s.tensor(x, w)], w, dims=dims)
-
-
-def _swap_last(nd: int) -> tuple[int, ...]:
-    return (*range(nd - 2), nd - 1, nd - 2)
-
-
-def _t(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
-    nd = len(s.shape(a[0]))
-    return s.arg(a[0]) if nd < 2 else _permuted(s, a[0], tuple(range(nd))[::-1], w)
-
-
-def _getattr(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
-    """``x.T``, ``x.mT``, and ``.values``/``.indices`` of ``max``/``min`` over a dim."""
-    v, attr = s.arg(a[0]), a[1]
-    if isinstance(v, (list, tuple)) and attr in ("values", "indices"):
-        return v[0 if attr == "values" else 1]
-    if attr in ("T", "mT", "mH", "H"):
-        nd = len(s.shape(a[0]))
-        return _permuted(s, a[0], tuple(range(nd))[::-1] if attr in ("T", "H")
-                         else _swap_last(nd), w)
-    raise GraphError(f"{w}: the tensor attribute {attr!r} is not supported (T, mT are)")
-
-
-def _same(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
-    """``expand``, ``expand_as``, ``broadcast_to``: the example run knows the shape."""
-    return s.op("broadcast", [s.tensor(a[0], w)], w, shape=tuple(s.values[s.current].shape))
-
-
-def _repeat(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
-    reps = s.arg(a[1:]) if len(a) > 2 or isinstance(s.arg(a[1]), int) else s.arg(a[1])
-    return s.op("tile", [s.tensor(a[0], w)], w, reps=tuple(int(r) for r in reps))
-
-
-def _stack(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
-    parts, dim = s.arg(a[0]), int(s.arg(_kw(a, k, 1, "dim", 0)))
-    shape = s.shape(parts[0])
-    dim %= len(shape) + 1
-    one = shape[:dim] + (1,) + shape[dim:]
-    return s.op("concat", [s.reshape(p, one, w).name for p in parts], w, axis=dim)
-
-
-def _extreme(op: str) -> Handler:
-    """``max``/``min``: of two tensors (``maximum``), over every axis, or over a dim (its
-    values, and indices that are an error where they are read)."""
-    def handle(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
-        other = s.arg(_kw(a, k, 1, "dim", k.get("other")))
-        if isinstance(other, TensorRef) or isinstance(other, s.torch.Tensor):
-            return s.op("maximum" if op == "max" else "minimum",
-                        [s.tensor(a[0], w), s.tensor(other, w)], w)
-        x = s.tensor(a[0], w)
-        axes = tuple(range(len(s.shape(a[0])))) if other is None else (int(other),)
-        vals = s.op("amax" if op == "max" else "amin", [x], w, axes=axes,
-                    keepdim=bool(s.arg(_kw(a, k, 2, "keepdim", False))))
-        if other is None:
-            return vals
-        return [vals, Unsupported(f"{w}: the indices of {op} over a dim are not supported "
-                                  f"(its values are: .values, [0], or a{op})")]
-    return handle
 
 
 def _prelu(s: Importer, x: Any, weight: Any, w: str) -> Any:
@@ -123,23 +63,6 @@ def _pad(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
         pairs[nd - 1 - j] = (pads[2 * j], pads[2 * j + 1])
     return s.op("pad", [s.tensor(a[0], w)], w, pads=tuple(pairs), mode=mode,
                 value=0.0 if value is None else float(value))
-
-
-def _einsum(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
-    ops = s.arg(a[1]) if len(a) == 2 and isinstance(s.arg(a[1]), (list, tuple)) else a[1:]
-    return s.op("einsum", [s.tensor(t, w) for t in ops], w, equation=str(a[0]))
-
-
-def shuffle(s: Importer, x: Any, r: int, down: bool, w: str) -> TensorRef:
-    """``pixel_shuffle``, (N, C r^2, H, W) -> (N, C, H r, W r), as reshape, permute,
-    reshape; ``down`` for ``pixel_unshuffle``, the other way."""
-    n, c, h, wd = s.shape(x)
-    if down:
-        y = s.reshape(x, (n, c, h // r, r, wd // r, r), w)
-        y = _permuted(s, y, (0, 1, 3, 5, 2, 4), w)
-        return s.reshape(y, (n, c * r * r, h // r, wd // r), w)
-    y = _permuted(s, s.reshape(x, (n, c // (r * r), r, r, h, wd), w), (0, 1, 4, 2, 5, 3), w)
-    return s.reshape(y, (n, c // (r * r), h * r, wd * r), w)
 
 
 def _pool1d(op: str) -> Handler:
@@ -361,8 +284,6 @@ def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
 
 
 LAYER_FUNCS: dict[str, Handler] = {
-    "t": _t, "getattr": _getattr, "expand": _same, "expand_as": _same,
-    "broadcast_to": _same, "repeat": _repeat, "stack": _stack,
     "sin": _unary("sin"), "cos": _unary("cos"), "floor": _unary("floor"),
     "ceil": _unary("ceil"), "sign": _unary("sign"), "mish": _unary("mish"),
     "prelu": lambda s, a, k, w: _prelu(s, a[0], s.arg(_kw(a, k, 1, "weight", None)), w),
@@ -379,13 +300,9 @@ LAYER_FUNCS: dict[str, Handler] = {
     "group_norm": lambda s, a, k, w: group_norm(
         s, a[0], int(s.arg(_kw(a, k, 1, "num_groups", 1))), s.arg(_kw(a, k, 2, "weight", None)),
         s.arg(_kw(a, k, 3, "bias", None)), float(s.arg(_kw(a, k, 4, "eps", 1e-5))), w),
-    "scaled_dot_product_attention": _sdpa, "einsum": _einsum,
-    "pixel_shuffle": lambda s, a, k, w: shuffle(s, a[0], int(s.arg(a[1])), False, w),
-    "pixel_unshuffle": lambda s, a, k, w: shuffle(s, a[0], int(s.arg(a[1])), True, w),
+    "scaled_dot_product_attention": _sdpa,
     "max_pool1d": _pool1d("max_pool2d"), "avg_pool1d": _pool1d("avg_pool2d"),
     "adaptive_max_pool2d": _adaptive_max,
+    "cumsum": lambda s, a, k, w: s.op("cumsum", [s.tensor(a[0], w)], w,
+                                      axis=int(s.arg(_kw(a, k, 1, "dim", 0)))),
 }
-
-# Functions that may return several tensors (``max``/``min`` over a dim): their list goes
-# to ``getitem``/``getattr``, as ``torch_functions.SPLITS``' does.
-LAYER_SPLITS: dict[str, Handler] = {"max": _extreme("max"), "min": _extreme("min")}
