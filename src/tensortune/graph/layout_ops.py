@@ -190,11 +190,16 @@ def _resample(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
 
 @_op("conv_transpose2d", Pattern.ANCHOR)
 def _conv_transpose2d(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
-    """The gradient of a strided convolution (``nn.ConvTranspose2d``), NCHW, as a
-    convolution of stride 1 over the input spread ``stride`` apart with zeros between
-    and ``dilation * (R - 1) - padding`` zeros around; the weight is laid out
-    [C, R, S, K], flipped at import (``graph.from_torch``). ``output_padding`` adds
-    rows and columns at the end."""
+    """The gradient of a strided convolution (``nn.ConvTranspose2d``), NCHW: output row
+    ``y`` sums input row ``i`` times kernel row ``r`` where ``i * stride - padding + r *
+    dilation = y``. The weight is laid out [C, R, S, K], flipped in R and S at import
+    (``graph.from_torch``); ``output_padding`` adds rows and columns at the end.
+
+    Without dilation, output row ``y`` meets only the kernel rows ``r = (y + padding) %
+    stride + t * stride``, ``t < ceil(R / stride)``: that many taps, not R (a 2 x 2
+    kernel of stride 2 is one product per channel, the others' inputs are the zeros
+    between spread rows). With dilation, a convolution of stride 1 over the input
+    spread ``stride`` apart."""
     x, w = ins
     (sh, sw), (ph, pw) = a["stride"], a["padding"]
     (dh, dw), (oph, opw) = a.get("dilation", (1, 1)), a.get("output_padding", (0, 0))
@@ -208,6 +213,19 @@ def _conv_transpose2d(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     if eh < 0 or ew < 0:
         raise ValueError(f"padding {a['padding']} over dilation * (kernel - 1) is not "
                          "supported")
+    rc = te.reduce_axis(C, "rc")
+    if (dh, dw) == (1, 1):
+        ty, tx = te.reduce_axis(-(-R // sh), "ty"), te.reduce_axis(-(-S // sw), "tx")
+
+        def taps(b: Any, k: Any, y: Any, z: Any) -> Any:
+            ry, rx = (y + ph) % sh + ty * sh, (z + pw) % sw + tx * sw
+            iy, ix = (y + ph) // sh - ty, (z + pw) // sw - tx
+            conds = [iy >= 0, ix >= 0, iy < H, ix < W]
+            conds += [ry < R] if R % sh else []
+            conds += [rx < S] if S % sw else []
+            return te.sum(te.if_then_else(te.all(*conds), x[b, rc, iy, ix] * w[
+                rc, R - 1 - ry, S - 1 - rx, k], 0.0), axis=[rc, ty, tx])
+        return te.compute((N, K, OH, OW), taps, name=n)
     SH, SW = OH + dh * (R - 1), OW + dw * (S - 1)
 
     def spread(b: Any, c: Any, y: Any, z: Any) -> Any:
@@ -220,7 +238,7 @@ def _conv_transpose2d(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
         return te.if_then_else(te.all(*conds), x[b, c, yy // sh if sh > 1 else yy,
                                                  zz // sw if sw > 1 else zz], 0.0)
     xs = te.compute((N, C, SH, SW), spread, name=f"{n}_spread")
-    rc, ry, rx = te.reduce_axis(C, "rc"), te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
+    ry, rx = te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
     return te.compute((N, K, OH, OW), lambda b, k, y, z: te.sum(
         xs[b, rc, y + ry * dh, z + rx * dw] * w[rc, ry, rx, k], axis=[rc, ry, rx]), name=n)
 
