@@ -106,3 +106,19 @@ def test_a_task_with_another_algorithm_tunes_every_form(tmp_path):
     fastest = min(forms, key=lambda f: f[2].latency)[1]
     assert tuned_func(conv.func, Database(db), target).structural_hash() == \
         fastest.structural_hash()
+
+
+def test_tasks_that_only_move_data_are_scheduled():
+    """A transpose has no floating-point work: no flop rate to hold it to (the gradient
+    divided by a best rate of 0 and a U-Net's concatenation crashed the scheduler)."""
+    x = te.placeholder((64, 48), name="x")
+    y = te.compute((48, 64), lambda i, j: x[j, i], name="t")
+    move = Task("transpose", te.create_func([x, y], name="transpose"), 1)
+    sched = TaskScheduler([move, LIGHT], eps=0.0)
+    moved, light = sched.states
+    assert moved.flops == 0
+    for st, lat in ((moved, 3e-6), (light, 2e-6)):
+        st.trials, st.best_latency = 16, lat
+        st.curve = [(8, lat * 1.5), (16, lat)]
+    assert sched.gradient(moved) == pytest.approx((1 - sched.alpha) * -3e-6 / 16)
+    assert sched.pick() in (moved, light)

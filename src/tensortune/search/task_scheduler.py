@@ -159,12 +159,15 @@ class TaskScheduler:
             backward = (g1 - g0) / max(t1 - t0, 1)
         best_rate = max(s.flops / s.best_latency for s in self.states
                         if s.best_latency < float("inf") and s.kind == st.kind)
-        # The hope of reaching the similar tasks' rate halves with each round that did not
-        # improve the task: tasks of one kind still differ (a depthwise conv at 112x112
-        # spills the caches, at 7x7 it does not), and an unmet hope must not take the
-        # whole budget.
-        hope = (self.beta * st.flops / best_rate - g) * 0.5 ** self._stale_rounds(st)
-        forward = min(-g / t, hope)
+        forward = -g / t
+        if best_rate > 0:
+            # The hope of reaching the similar tasks' rate halves with each round that did
+            # not improve the task: tasks of one kind still differ (a depthwise conv at
+            # 112x112 spills the caches, at 7x7 it does not), and an unmet hope must not
+            # take the whole budget. Tasks that only move data (a concatenation, a
+            # transpose) have no rate to compare: their own curve alone.
+            hope = (self.beta * st.flops / best_rate - g) * 0.5 ** self._stale_rounds(st)
+            forward = min(forward, hope)
         return st.weight * (self.alpha * backward + (1 - self.alpha) * forward)
 
     @staticmethod
