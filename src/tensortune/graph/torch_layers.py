@@ -210,16 +210,28 @@ def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
     bq, bk, bv = (to_numpy(m.in_proj_bias).reshape(3, e) if m.in_proj_bias is not None
                   else (None,) * 3)
 
-    def heads(x: Any, weight: np.ndarray, bias: Any) -> TensorRef:
+    def project(x: Any, weight: np.ndarray, bias: Any) -> TensorRef:
         if not m.batch_first:
             x = _permuted(s, x, (1, 0, 2), w)
         y = s.op("dense", [s.tensor(x, w), s.g.const("w", weight.T)], w)
-        if bias is not None:
-            y = s.op("add", [y.name, s.g.const("b", bias)], w)
-        b, length = s.shape(y)[:2]
+        return y if bias is None else s.op("add", [y.name, s.g.const("b", bias)], w)
+
+    def heads(y: TensorRef, part: int = 0) -> TensorRef:
+        b, length, width = s.shape(y)
+        if width != e:        # one of the self-attention's three: its slice of columns
+            y = s.op("slice", [y.name], w, index=(("s", 0, 1, b), ("s", 0, 1, length),
+                                                  ("s", part * e, 1, e)))
         return _permuted(s, s.reshape(y, (b, length, h, e // h), w), (0, 2, 1, 3), w)
-    o = attention(s, heads(q, wq, bq), heads(key, wk, bk), heads(v, wv, bv), None, False,
-                  None, w)
+    if q is key is v:
+        # Self-attention: one projection to q, k and v together (one product of three
+        # times the width, rather than three), its columns sliced apart.
+        qkv = project(q, to_numpy(m.in_proj_weight), None if m.in_proj_bias is None else
+                      to_numpy(m.in_proj_bias))
+        parts = [heads(qkv, i) for i in range(3)]
+    else:
+        parts = [heads(project(x, wx, bx)) for x, wx, bx in ((q, wq, bq), (key, wk, bk),
+                                                              (v, wv, bv))]
+    o = attention(s, parts[0], parts[1], parts[2], None, False, None, w)
     b, _, length, _ = s.shape(o)
     o = s.reshape(_permuted(s, o, (0, 2, 1, 3), w), (b, length, e), w)
     o = s.op("dense", [o.name, s.g.const("w", to_numpy(m.out_proj.weight).T)], w)
