@@ -254,7 +254,9 @@ def test_unsupported_operator_names_op_and_node():
         tt.compile_model(model.eval(), torch.randn(2, 3))
     with pytest.raises(GraphError, match="training mode"):
         tt.compile_model(nn.Linear(2, 2), torch.randn(1, 2))
-    with pytest.raises(GraphError, match=r"unsupported module LSTM"):
+    with pytest.raises(GraphError, match=r"unsupported module Unfold"):
+        tt.compile_model(nn.Sequential(nn.Unfold(2)).eval(), torch.randn(1, 2, 3, 3))
+    with pytest.raises(GraphError, match=r"returns a nested tuple"):
         tt.compile_model(nn.Sequential(nn.LSTM(3, 3)).eval(), torch.randn(2, 1, 3))
     with pytest.raises(tt.TensorTuneError, match="compile_model: trials must be a whole"):
         tt.compile_model(nn.Sequential(nn.ReLU()).eval(), torch.randn(2, 3), trials=-1)

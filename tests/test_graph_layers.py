@@ -138,6 +138,45 @@ def test_attention_with_masks_and_multihead_attention():
         check(Block().eval(), torch.randn(2, 5, 16))
 
 
+def test_lstm_and_gru_unrolled_match_torch():
+    """Outputs and final states, picked as models pick them (``out, (h, c) = lstm(x)``),
+    of one and two layers, both directions, batch first, without bias."""
+    class Pick(nn.Module):
+        def __init__(self, rnn, pick):
+            super().__init__()
+            self.rnn, self.pick = rnn, pick
+
+        def forward(self, x):
+            return self.pick(self.rnn(x))
+
+    def lstm_parts(y):
+        out, (h, c) = y
+        return out[-1] + h.sum(0) - c[0]
+    cases = [
+        (nn.LSTM(8, 16), lstm_parts, (5, 2, 8)),
+        (nn.LSTM(6, 12, num_layers=2, bidirectional=True, batch_first=True),
+         lambda y: y[0], (2, 4, 6)),
+        (nn.GRU(8, 16), lambda y: y[0] + y[1][-1], (4, 3, 8)),
+        (nn.GRU(8, 10, bidirectional=True, bias=False), lambda y: y[1], (3, 2, 8)),
+    ]
+    for rnn, pick, shape in cases:
+        compiled = check(randomized(Pick(rnn, pick)), torch.randn(*shape))
+        steps = shape[1] if rnn.batch_first else shape[0]
+        # the hidden-state products of the steps after the first are one task
+        assert max(t.weight for t in compiled.tasks) >= steps - 1
+    with pytest.raises(GraphError, match="initial state is not supported"):
+        tt.compile_model(_WithState().eval(), torch.randn(3, 2, 4))
+
+
+class _WithState(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(4, 4)
+
+    def forward(self, x):
+        return self.gru(x, torch.ones(1, 2, 4))[0]
+
+
 def test_values_made_from_constants_are_folded_at_import():
     """A mask made in forward from ``arange``, a weight transposed in forward and
     ``zeros_like`` are constants of the graph, not ops on it."""

@@ -24,7 +24,9 @@ from .torch_layers import LAYER_FUNCS, layer_module
 from .torch_shapes import SHAPE_FUNCS, SHAPE_SPLITS
 
 HANDLERS = {**FUNCS, **SHAPE_FUNCS, **LAYER_FUNCS}
-MANY = {**SPLITS, **SHAPE_SPLITS}   # functions that may return several tensors
+# Functions that may return several tensors; ``getitem`` too, on a nested result
+# (``lstm(x)[1]`` is the pair ``(h_n, c_n)``).
+MANY = {**SPLITS, **SHAPE_SPLITS, "getitem": FUNCS["getitem"]}
 
 
 # Functions whose values are drawn at random: never folded into constants.
@@ -144,6 +146,10 @@ class _Importer:
             elif n.op == "output":
                 outs = self.arg(n.args[0])
                 outs = outs if isinstance(outs, (list, tuple)) else [outs]
+                if any(isinstance(o, (list, tuple)) for o in outs):
+                    raise GraphError(f"{where}: the model returns a nested tuple (an LSTM's "
+                                     "(out, (h, c))); return tensors, or a flat tuple of "
+                                     "them")
                 self.g.outputs = [self.tensor(o, where) if not isinstance(o, TensorRef) else o.name
                                   for o in outs]
                 raw = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]

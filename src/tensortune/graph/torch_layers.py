@@ -21,6 +21,7 @@ import numpy as np
 
 from .ir import GraphError
 from .torch_functions import TensorRef, Unsupported, _kw, _unary, to_numpy
+from .torch_rnn import recurrent
 from .torch_shapes import _permuted, _swap_last, shuffle
 
 if TYPE_CHECKING:
@@ -274,6 +275,8 @@ def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
         return s.op("mish", [s.tensor(x, w)], w)
     if isinstance(m, nn.MultiheadAttention):
         return _multihead(s, n, m, w)
+    if isinstance(m, (nn.LSTM, nn.GRU)):
+        return recurrent(s, n, m, w)
     if isinstance(m, nn.PixelShuffle):
         return shuffle(s, x, m.upscale_factor, False, w)
     if isinstance(m, nn.PixelUnshuffle):

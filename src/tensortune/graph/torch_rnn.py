@@ -1,0 +1,115 @@
+"""``nn.LSTM`` and ``nn.GRU`` at inference, unrolled over the example's (static) sequence
+length into the graph's ops: per layer and direction, one dense of every time step's
+input at once, then per step one dense of the hidden state, the gates sliced from it,
+and their element-wise update. The steps' hidden-state products are one task of weight T
+(the same function each step), and the gates' arithmetic fuses into their products.
+
+Example:
+    >>> graph = from_torch(nn.Sequential(nn.LSTM(8, 16)).eval(), torch.randn(5, 2, 8))
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .ir import GraphError
+from .torch_functions import TensorRef, to_numpy
+from .torch_shapes import _permuted
+
+if TYPE_CHECKING:
+    from .from_torch import _Importer as Importer
+
+
+def _columns(s: Importer, x: TensorRef, part: int, width: int, w: str) -> TensorRef:
+    """Columns ``[part * width, (part + 1) * width)`` of the last axis of ``x``."""
+    shape = s.shape(x)
+    index = tuple(("s", 0, 1, n) for n in shape[:-1]) + (("s", part * width, 1, width),)
+    return s.op("slice", [x.name], w, index=index)
+
+
+def _step_of(s: Importer, x: TensorRef, t: int, w: str) -> TensorRef:
+    """Time step ``t`` of ``x`` [T, B, F]: [B, F]."""
+    shape = s.shape(x)
+    return s.op("slice", [x.name], w, index=(("i", t),) + tuple(("s", 0, 1, n)
+                                                                for n in shape[1:]))
+
+
+def _dense(s: Importer, x: TensorRef, weight: Any, bias: Any, w: str) -> TensorRef:
+    y = s.op("dense", [x.name, s.g.const("w", to_numpy(weight).T)], w)
+    return y if bias is None else s.op("add", [y.name, s.g.const("b", to_numpy(bias))], w)
+
+
+def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | None,
+          w_hh: Any, b_hh: Any, hidden: int, w: str) -> tuple[TensorRef, TensorRef | None]:
+    """One step: the input's gate values ``xg`` [B, G * H] (bias included) and the state
+    ``h`` (and ``c``) to the new state."""
+    hg = _dense(s, h, w_hh, b_hh, w)
+
+    def gate(src: TensorRef, k: int) -> TensorRef:
+        return _columns(s, src, k, hidden, w)
+
+    def op(name: str, *ins: TensorRef) -> TensorRef:
+        return s.op(name, [i.name for i in ins], w)
+    if kind == "LSTM":                                   # gates i, f, g, o
+        pre = op("add", xg, hg)
+        i, f = op("sigmoid", gate(pre, 0)), op("sigmoid", gate(pre, 1))
+        g, o = op("tanh", gate(pre, 2)), op("sigmoid", gate(pre, 3))
+        assert c is not None
+        c2 = op("add", op("mul", f, c), op("mul", i, g))
+        return op("mul", o, op("tanh", c2)), c2
+    # GRU: gates r, z, n; n = tanh(x_n + r * (W_hn h + b_hn)); h' = n + z * (h - n)
+    r = op("sigmoid", op("add", gate(xg, 0), gate(hg, 0)))
+    z = op("sigmoid", op("add", gate(xg, 1), gate(hg, 1)))
+    n = op("tanh", op("add", gate(xg, 2), op("mul", r, gate(hg, 2))))
+    return op("add", n, op("mul", z, op("sub", h, n))), None
+
+
+def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
+    """The graph values of an ``nn.LSTM`` or ``nn.GRU`` call: ``[output, (h_n, c_n)]``
+    or ``[output, h_n]``, as PyTorch returns them."""
+    kind = type(m).__name__
+    if getattr(m, "proj_size", 0):
+        raise GraphError(f"{w}: LSTM with proj_size is not supported")
+    x = s.arg(n.args[0])
+    shape = s.shape(x)
+    if len(shape) != 3:
+        raise GraphError(f"{w}: {kind} on {list(shape)}: batched 3-d inputs only")
+    state = s.arg(n.args[1]) if len(n.args) > 1 else n.kwargs.get("hx")
+    if state is not None:
+        raise GraphError(f"{w}: {kind} with an initial state is not supported (zeros are)")
+    if m.batch_first:
+        x = _permuted(s, x, (1, 0, 2), w)
+    steps, batch = s.shape(x)[:2]
+    hidden, dirs = m.hidden_size, 2 if m.bidirectional else 1
+    zeros = s.g.const("h0", np.zeros((batch, hidden), "float32"))
+    last_h: list[TensorRef] = []
+    last_c: list[TensorRef] = []
+    for layer in range(m.num_layers):
+        outs = []
+        for d in range(dirs):
+            sfx = f"_l{layer}" + ("_reverse" if d else "")
+            weights = [getattr(m, f"{p}{sfx}", None) for p in ("weight_ih", "weight_hh",
+                                                               "bias_ih", "bias_hh")]
+            xg = _dense(s, x, weights[0], weights[2], w)        # every step at once
+            h, c = TensorRef(zeros), TensorRef(zeros) if kind == "LSTM" else None
+            hs: list[TensorRef] = [h] * steps
+            for t in (range(steps - 1, -1, -1) if d else range(steps)):
+                h, c = _cell(s, kind, _step_of(s, xg, t, w), h, c, weights[1], weights[3],
+                             hidden, w)
+                hs[t] = h
+            seq = [s.reshape(hh, (1, batch, hidden), w).name for hh in hs]
+            outs.append(s.op("concat", seq, w, axis=0) if steps > 1 else TensorRef(seq[0]))
+            last_h.append(h)
+            if c is not None:
+                last_c.append(c)
+        x = outs[0] if dirs == 1 else s.op("concat", [o.name for o in outs], w, axis=2)
+    out = _permuted(s, x, (1, 0, 2), w) if m.batch_first else x
+
+    def stacked(states: list[TensorRef]) -> TensorRef:
+        parts = [s.reshape(v, (1, batch, hidden), w).name for v in states]
+        return s.op("concat", parts, w, axis=0) if len(parts) > 1 else TensorRef(parts[0])
+    if kind == "LSTM":
+        return [out, [stacked(last_h), stacked(last_c)]]
+    return [out, stacked(last_h)]
