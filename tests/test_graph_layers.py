@@ -177,6 +177,19 @@ class _WithState(nn.Module):
         return self.gru(x, torch.ones(1, 2, 4))[0]
 
 
+def test_contiguous_slices_are_views_read_in_place():
+    """``x[t]`` and ``x[2, 1:2]`` of a row-major tensor, read by products, are blocks of
+    it: no kernel, their readers read them in place, call after call. (A slice read by
+    element-wise ops only is computed in their kernel instead.)"""
+    model = Fn(lambda x: torch.matmul(x[0], x[1].T) + torch.matmul(x[2, 1:2], x[3].T)).eval()
+    compiled = check(model, torch.randn(4, 3, 5))
+    views = [g for g in compiled.groups if g.is_view(compiled.graph)
+             and compiled.graph.nodes[g.output].op == "slice"]
+    assert len(views) == 4
+    x = torch.randn(4, 3, 5)
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+
+
 def test_values_made_from_constants_are_folded_at_import():
     """A mask made in forward from ``arange``, a weight transposed in forward and
     ``zeros_like`` are constants of the graph, not ops on it."""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..kernel import Kernel, aligned_empty
-from .fuse import Group
+from .fuse import Group, view_index
 from .ir import Graph, GraphError
 
 
@@ -44,7 +44,14 @@ class Executor:
             if kern is None:
                 if not grp.is_view(graph):
                     raise GraphError(f"group {grp.nodes} has no kernel")
-                bufs[grp.output] = bufs[ins[0]].reshape(out.shape)
+                src = bufs[ins[0]]
+                node = graph.nodes[grp.nodes[0]]
+                view = src
+                if node.op == "slice":       # a contiguous block of its input, in place
+                    view = src[view_index(node.attrs["index"], src.shape)]
+                bufs[grp.output] = view.reshape(out.shape)
+                if not np.shares_memory(bufs[grp.output], src):
+                    raise GraphError(f"group {grp.nodes} is not a view of {ins[0]}")
                 continue
             bufs[grp.output] = aligned_empty(out.shape, out.dtype)
             arrays = [bufs[i] for i in ins] + [bufs[grp.output]]

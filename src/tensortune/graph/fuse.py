@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import te
 from ..te.tensor import Tensor
@@ -52,8 +53,43 @@ class Group:
         return out
 
     def is_view(self, graph: Graph) -> bool:
-        """Only reshapes: the output is the input's memory, no kernel needed."""
+        """Only reshapes, or one slice of a contiguous block (``view_index``): the output
+        is the input's memory, no kernel needed."""
+        if len(self.nodes) == 1 and graph.nodes[self.nodes[0]].op == "slice":
+            node = graph.nodes[self.nodes[0]]
+            return view_index(node.attrs["index"], graph.nodes[node.inputs[0]].shape) \
+                is not None
         return all(graph.nodes[n].op == "reshape" for n in self.nodes)
+
+
+def view_index(spec: tuple[tuple[Any, ...], ...], shape: tuple[int, ...]
+               ) -> tuple[Any, ...] | None:
+    """The NumPy index of a ``slice`` op's ``spec`` on an input of ``shape`` when the
+    slice is one contiguous block of it (ints on the leading axes, then at most one range
+    of step 1, then whole axes; new axes anywhere), else None. Such a slice is a view: a
+    model's ``x[t]`` of every time step (an unrolled LSTM's) reads a buffer of its own,
+    and the steps' kernels are one function, one task.
+
+    Example:
+        >>> view_index((("i", 3), ("s", 0, 1, 8)), (5, 8))     # x[3] of a [5, 8] tensor
+        (slice(3, 4, None), slice(0, 8, None))
+    """
+    out: list[Any] = []
+    d, after_range = 0, False     # the input's axis; whether a range was taken before it
+    for e in spec:
+        if e[0] == "n":
+            out.append(None)
+            continue
+        if e[0] == "i" and not after_range:
+            out.append(slice(e[1], e[1] + 1))    # a slice, so NumPy gives a view: x[1, 2]
+        elif e[0] == "s" and e[2] == 1 and (not after_range or e[1] == 0 and
+                                            e[3] == shape[d]):
+            out.append(slice(e[1], e[1] + e[3]))
+            after_range = True
+        else:
+            return None
+        d += 1
+    return tuple(out)
 
 
 def fuse(graph: Graph) -> list[Group]:
@@ -85,6 +121,8 @@ def fuse(graph: Graph) -> list[Group]:
         if len(readers) != 1:
             continue
         (dst,) = readers.values()
+        if grp.is_view(graph) and graph.nodes[grp.output].op == "slice":
+            continue  # a block of its input, read in place: its reader's kernel stays one
         if dst.pattern(graph) == Pattern.ANCHOR and pat != Pattern.INJECTIVE:
             continue  # an element-wise producer inlined into a conv is recomputed per tap
         dst.nodes[:0] = grp.nodes
