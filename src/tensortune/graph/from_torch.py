@@ -353,8 +353,15 @@ def _as_root(torch: Any, module: Any) -> Any:
     """``module`` itself, or, for one of torch.nn's own layers, a module that calls it on
     one input: torch.fx traces the root's forward (a layer's has checks on the input's
     shape that cannot be traced) and keeps torch.nn's layers below the root whole."""
+    import inspect
+
     if not type(module).__module__.startswith("torch.nn.modules") or isinstance(
             module, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
+        return module
+    required = [p for p in inspect.signature(module.forward).parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                       p.POSITIONAL_OR_KEYWORD)]
+    if len(required) != 1:       # a layer of several inputs (attention): traced as it is
         return module
 
     class Root(torch.nn.Module):

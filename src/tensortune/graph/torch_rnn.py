@@ -93,7 +93,8 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
             weights = [getattr(m, f"{p}{sfx}", None) for p in ("weight_ih", "weight_hh",
                                                                "bias_ih", "bias_hh")]
             xg = _dense(s, x, weights[0], weights[2], w)        # every step at once
-            h, c = TensorRef(zeros), TensorRef(zeros) if kind == "LSTM" else None
+            h = TensorRef(zeros)
+            c = TensorRef(zeros) if kind == "LSTM" else None     # a GRU has no cell
             hs: list[TensorRef] = [h] * steps
             for t in (range(steps - 1, -1, -1) if d else range(steps)):
                 h, c = _cell(s, kind, _step_of(s, xg, t, w), h, c, weights[1], weights[3],
