@@ -138,7 +138,7 @@ def test_attention_with_masks_and_multihead_attention():
         check(Block().eval(), torch.randn(2, 5, 16))
 
 
-def test_lstm_and_gru_unrolled_match_torch():
+def test_lstm_gru_and_rnn_unrolled_match_torch():
     """Outputs and final states, picked as models pick them (``out, (h, c) = lstm(x)``),
     of one and two layers, both directions, batch first, without bias."""
     class Pick(nn.Module):
@@ -158,6 +158,9 @@ def test_lstm_and_gru_unrolled_match_torch():
          lambda y: y[0], (2, 4, 6)),
         (nn.GRU(8, 16), lambda y: y[0] + y[1][-1], (4, 3, 8)),
         (nn.GRU(8, 10, bidirectional=True, bias=False), lambda y: y[1], (3, 2, 8)),
+        (nn.RNN(5, 7, num_layers=2, nonlinearity="relu", batch_first=True),
+         lambda y: y[0][:, -1] + y[1][1], (2, 4, 5)),
+        (nn.RNN(5, 7), lambda y: y[0], (4, 2, 5)),
     ]
     for rnn, pick, shape in cases:
         compiled = check(randomized(Pick(rnn, pick)), torch.randn(*shape))

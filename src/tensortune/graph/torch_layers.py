@@ -275,7 +275,7 @@ def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
         return s.op("mish", [s.tensor(x, w)], w)
     if isinstance(m, nn.MultiheadAttention):
         return _multihead(s, n, m, w)
-    if isinstance(m, (nn.LSTM, nn.GRU)):
+    if isinstance(m, (nn.LSTM, nn.GRU, nn.RNN)):
         return recurrent(s, n, m, w)
     if isinstance(m, nn.PixelShuffle):
         return shuffle(s, x, m.upscale_factor, False, w)

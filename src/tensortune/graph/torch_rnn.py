@@ -1,8 +1,9 @@
-"""``nn.LSTM`` and ``nn.GRU`` at inference, unrolled over the example's (static) sequence
-length into the graph's ops: per layer and direction, one dense of every time step's
-input at once, then per step one dense of the hidden state, the gates sliced from it,
-and their element-wise update. The steps' hidden-state products are one task of weight T
-(the same function each step), and the gates' arithmetic fuses into their products.
+"""``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` at inference, unrolled over the example's
+(static) sequence length into the graph's ops: per layer and direction, one dense of
+every time step's input at once, then per step one dense of the hidden state, the gates
+sliced from it, and their element-wise update. The steps' hidden-state products are one
+task of weight T (the same function each step), and the gates' arithmetic fuses into
+their products.
 
 Example:
     >>> graph = from_torch(nn.Sequential(nn.LSTM(8, 16)).eval(), torch.randn(5, 2, 8))
@@ -42,7 +43,8 @@ def _dense(s: Importer, x: TensorRef, weight: Any, bias: Any, w: str) -> TensorR
 
 
 def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | None,
-          w_hh: Any, b_hh: Any, hidden: int, w: str) -> tuple[TensorRef, TensorRef | None]:
+          w_hh: Any, b_hh: Any, hidden: int, w: str, nonlinearity: str = "tanh"
+          ) -> tuple[TensorRef, TensorRef | None]:
     """One step: the input's gate values ``xg`` [B, G * H] (bias included) and the state
     ``h`` (and ``c``) to the new state."""
     hg = _dense(s, h, w_hh, b_hh, w)
@@ -59,6 +61,8 @@ def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | No
         assert c is not None
         c2 = op("add", op("mul", f, c), op("mul", i, g))
         return op("mul", o, op("tanh", c2)), c2
+    if kind == "RNN":                                    # h' = tanh or relu of the sum
+        return op(nonlinearity, op("add", xg, hg)), None
     # GRU: gates r, z, n; n = tanh(x_n + r * (W_hn h + b_hn)); h' = n + z * (h - n)
     r = op("sigmoid", op("add", gate(xg, 0), gate(hg, 0)))
     z = op("sigmoid", op("add", gate(xg, 1), gate(hg, 1)))
@@ -67,8 +71,8 @@ def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | No
 
 
 def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
-    """The graph values of an ``nn.LSTM`` or ``nn.GRU`` call: ``[output, (h_n, c_n)]``
-    or ``[output, h_n]``, as PyTorch returns them."""
+    """The graph values of an ``nn.LSTM``, ``nn.GRU`` or ``nn.RNN`` call: ``[output,
+    (h_n, c_n)]`` or ``[output, h_n]``, as PyTorch returns them."""
     kind = type(m).__name__
     if getattr(m, "proj_size", 0):
         raise GraphError(f"{w}: LSTM with proj_size is not supported")
@@ -98,7 +102,7 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
             hs: list[TensorRef] = [h] * steps
             for t in (range(steps - 1, -1, -1) if d else range(steps)):
                 h, c = _cell(s, kind, _step_of(s, xg, t, w), h, c, weights[1], weights[3],
-                             hidden, w)
+                             hidden, w, getattr(m, "nonlinearity", "tanh"))
                 hs[t] = h
             seq = [s.reshape(hh, (1, batch, hidden), w).name for hh in hs]
             outs.append(s.op("concat", seq, w, axis=0) if steps > 1 else TensorRef(seq[0]))
