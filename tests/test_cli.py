@@ -159,17 +159,27 @@ def test_tune_model_from_a_user_file(tmp_path, capsys):
     assert "has no 'nope'" in capsys.readouterr().err
     assert main(["tune-model", str(tmp_path / "none.py:build"), "--input", "1"]) == 2
     assert "no such file" in capsys.readouterr().err
+    # Outputs that are a tuple, an index and a mask compare with PyTorch's as numbers.
     net.write_text(
         "import torch\n"
         "class Net(torch.nn.Module):\n"
         "    def forward(self, x):\n"
-        "        return torch.argmax(x, dim=-1)\n"
+        "        return x.argmax(-1), x > 0\n"
         "def build():\n"
         "    return Net()\n")
+    assert main(["tune-model", f"{net}:build", "--input", "3,5", "--trials", "0"]) == 0
+    assert "relative error against PyTorch 0.0e+00" in capsys.readouterr().out
     # An operator it cannot import is said before any table is drawn.
+    net.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.topk(x, 2).values\n"
+        "def build():\n"
+        "    return Net()\n")
     assert main(["tune-model", f"{net}:build", "--input", "2,5"]) == 2
     captured = capsys.readouterr()
-    assert "unsupported operator 'argmax'" in captured.err and "task" not in captured.out
+    assert "unsupported operator 'topk'" in captured.err and "task" not in captured.out
 
 
 def test_tune_checks_on_the_inputs_of_an_npz_file(tmp_path, capsys):

@@ -38,6 +38,17 @@ def _example_input(text: str) -> Any:
     return torch.randn(*dims)
 
 
+def relative_error(got: Any, want: Any) -> float:
+    """The largest error of the compiled model's outputs (one, or a tuple) over the
+    largest magnitude of PyTorch's, in float64 (an index or a bool output compares as
+    its numbers)."""
+    gots = got if isinstance(got, (tuple, list)) else (got,)
+    wants = want if isinstance(want, (tuple, list)) else (want,)
+    err = max(float((g.double() - w.double()).abs().max()) for g, w in zip(gots, wants))
+    scale = max(float(w.double().abs().max()) for w in wants)
+    return err / max(scale, 1e-30)
+
+
 def tune_model_command(args: argparse.Namespace) -> int:
     """``tensortune tune-model``: tune a PyTorch model's tasks with a live table of them,
     print the compiled model's summary, and compare its output with PyTorch's (exit 1
@@ -92,7 +103,7 @@ def tune_model_command(args: argparse.Namespace) -> int:
     with __import__("torch").no_grad():
         want = model(*xs)
     got = compiled(*xs)
-    err = float((got - want).abs().max() / max(float(want.abs().max()), 1e-30))
+    err = relative_error(got, want)
     t0 = time.perf_counter()
     for _ in range(3):
         compiled(*xs)

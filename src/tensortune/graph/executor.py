@@ -81,8 +81,11 @@ class Executor:
             rc = fn(argv)
             if rc != 0:
                 raise GraphError(f"a kernel returned error code {rc}")
-        return [self.buffers[o].reshape(g.output_shapes.get(k, self.buffers[o].shape)).copy()
-                for k, o in enumerate(g.outputs)]
+        outs = []
+        for k, o in enumerate(g.outputs):
+            buf = self.buffers[o].reshape(g.output_shapes.get(k, self.buffers[o].shape))
+            outs.append(buf.astype(g.output_dtypes.get(k, buf.dtype)))   # a copy, always
+        return outs
 
     def profile(self, *inputs: Any, repeat: int = 10) -> list[tuple[int, float]]:
         """(group index, median seconds) of each kernel, run in model order on these

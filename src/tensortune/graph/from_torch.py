@@ -152,11 +152,18 @@ class _Importer:
                                      "them")
                 self.g.outputs = [self.tensor(o, where) if not isinstance(o, TensorRef) else o.name
                                   for o in outs]
+                # The outputs' example values: of each fx node returned, or of the one
+                # node that returned a tuple (``torch.max(x, 1)``).
                 raw = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
-                for k, o in enumerate(raw):      # the fx nodes: their example values
-                    v = self.values.get(getattr(o, "name", ""))
+                examples = [self.values.get(getattr(o, "name", "")) for o in raw]
+                if len(examples) == 1 and isinstance(examples[0], (list, tuple)):
+                    examples = list(examples[0])
+                for k, v in enumerate(examples):
                     if isinstance(v, self.torch.Tensor):
                         self.g.output_shapes[k] = tuple(v.shape)
+                        dtype = str(v.dtype).removeprefix("torch.")
+                        if dtype in ("float32", "float64", "int32", "int64", "bool"):
+                            self.g.output_dtypes[k] = dtype
             else:
                 value = self.values[n.name]
                 name = n.target if isinstance(n.target, str) else n.target.__name__

@@ -56,6 +56,9 @@ class Graph:
     # The model's own shape of each output (by position), which the executor gives its
     # results: a 0-d tensor (``x.sum()``) is held as shape (1,), which broadcasts alike.
     output_shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # And its own dtype where the graph holds it in another: an index (int32 here, int64
+    # in PyTorch), a comparison (a float mask of 1.0 and 0.0 here, bool in PyTorch).
+    output_dtypes: dict[int, str] = field(default_factory=dict)
 
     def _fresh(self, base: str) -> str:
         name, n = base, 1

@@ -213,3 +213,44 @@ def _cumsum(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
         src = i[:axis] + (r,) + i[axis + 1:]
         return te.sum(te.if_then_else(r <= i[axis], x[src], 0.0), axis=r)
     return te.compute(x.shape, body, name=n)
+
+
+def _arg_extreme(combiner: Callable[..., Any]) -> Callable[[list[Tensor], dict[str, Any], str],
+                                                         Tensor]:
+    """argmax/argmin over ``a["axis"]`` (every axis, flattened, when None): the first
+    index where the extreme is, as int32 (a max, then the least index that holds it)."""
+    def compute(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+        x = ins[0]
+        axis = a.get("axis")
+        axes = tuple(range(x.ndim)) if axis is None else (int(axis) % x.ndim,)
+        keep = bool(a.get("keepdim", False))
+        ext = reduce_over(x, {"axes": axes, "keepdim": True}, combiner, f"{n}_value")
+        rs = [te.reduce_axis(x.shape[d], f"r{d}") for d in axes]
+        count = math.prod(x.shape[d] for d in axes)
+        flat: Any = 0
+        for d, r in zip(axes, rs):          # the index within the reduced axes, row-major
+            flat = flat * x.shape[d] + r
+        shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape)
+                      if keep or d not in axes) or (1,)
+
+        def body(*i: Any) -> Any:
+            it = iter(i)
+            src, at = [], []
+            for d in range(x.ndim):
+                if d in axes:
+                    src.append(rs[axes.index(d)])
+                    at.append(0)
+                    if keep:
+                        next(it)
+                else:
+                    v = next(it)
+                    src.append(v)
+                    at.append(v)
+            hit = te.eq(x[tuple(src)], ext[tuple(at)])
+            return te.min(te.if_then_else(hit, flat, count), axis=rs)
+        return te.compute(shape, body, name=n)
+    return compute
+
+
+_op("argmax", Pattern.REDUCE)(_arg_extreme(te.max))
+_op("argmin", Pattern.REDUCE)(_arg_extreme(te.min))

@@ -87,6 +87,13 @@ def _pool1d(op: str) -> Handler:
     return handle
 
 
+def _arg(s: Importer, op: str, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    """argmax/argmin over ``dim`` (the flattened tensor when None)."""
+    dim = s.arg(_kw(a, k, 1, "dim", None))
+    return s.op(op, [s.tensor(a[0], w)], w, axis=None if dim is None else int(dim),
+                keepdim=bool(s.arg(_kw(a, k, 2, "keepdim", False))))
+
+
 def _adaptive_max(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     if s.arg(_kw(a, k, 2, "return_indices", False)):
         raise GraphError(f"{w}: adaptive max pooling with return_indices is not supported")
@@ -320,4 +327,6 @@ LAYER_FUNCS: dict[str, Handler] = {
     "adaptive_max_pool2d": _adaptive_max,
     "cumsum": lambda s, a, k, w: s.op("cumsum", [s.tensor(a[0], w)], w,
                                       axis=int(s.arg(_kw(a, k, 1, "dim", 0)))),
+    "argmax": lambda s, a, k, w: _arg(s, "argmax", a, k, w),
+    "argmin": lambda s, a, k, w: _arg(s, "argmin", a, k, w),
 }

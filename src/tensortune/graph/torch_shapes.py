@@ -1,7 +1,7 @@
 """The torch functions and tensor methods ``from_torch`` imports that move data or pick
 from it: ``t``, ``.T``/``.mT``, ``expand``, ``repeat``, ``stack``, ``roll``, ``flip``,
 ``tril``/``triu``, ``pixel_shuffle``, ``einsum``, and ``max``/``min`` (of two tensors,
-or over a dim: the values, and indices that are an error where they are read).
+or over a dim: the values and the indices).
 
 Example:
     >>> sorted(SHAPE_FUNCS)[:3]
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .ir import GraphError
-from .torch_functions import TensorRef, Unsupported, _kw
+from .torch_functions import TensorRef, _kw
 
 if TYPE_CHECKING:
     from .from_torch import _Importer as Importer
@@ -67,7 +67,7 @@ def _stack(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
 
 def _extreme(op: str) -> Handler:
     """``max``/``min``: of two tensors (``maximum``), over every axis, or over a dim (its
-    values, and indices that are an error where they are read)."""
+    values and indices, each computed where the model reads it)."""
     def handle(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
         other = s.arg(_kw(a, k, 1, "dim", k.get("other")))
         if isinstance(other, TensorRef) or isinstance(other, s.torch.Tensor):
@@ -79,8 +79,8 @@ def _extreme(op: str) -> Handler:
                     keepdim=bool(s.arg(_kw(a, k, 2, "keepdim", False))))
         if other is None:
             return vals
-        return [vals, Unsupported(f"{w}: the indices of {op} over a dim are not supported "
-                                  f"(its values are: .values, [0], or a{op})")]
+        return [vals, s.op("argmax" if op == "max" else "argmin", [x], w, axis=int(other),
+                           keepdim=bool(s.arg(_kw(a, k, 2, "keepdim", False))))]
     return handle
 
 
