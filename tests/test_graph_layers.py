@@ -135,7 +135,10 @@ def test_attention_with_masks_and_multihead_attention():
 
             def forward(self, x):
                 return self.mha(x, x, x, need_weights=False)[0] + x
-        check(Block().eval(), torch.randn(2, 5, 16))
+        compiled = check(Block().eval(), torch.randn(2, 5, 16))
+        # task names past 28 characters are printed whole
+        assert max(len(t.name) for t in compiled.tasks) > 28
+        assert all(t.name in compiled.summary() for t in compiled.tasks)
 
 
 def test_lstm_gru_and_rnn_unrolled_match_torch():

@@ -48,20 +48,22 @@ class CompiledModel:
         for g, sec in self.executor.profile(*inputs, repeat=repeat):
             per_task[owner[g]] = per_task.get(owner[g], 0.0) + sec
         total = sum(per_task.values())
-        rows = [f"{'task':28} {'time (us)':>10} {'share':>6}"]
+        w = max([28, *map(len, per_task)])     # whole names: a cut one reads as another
+        rows = [f"{'task':{w}} {'time (us)':>10} {'share':>6}"]
         for name, sec in sorted(per_task.items(), key=lambda kv: -kv[1]):
-            rows.append(f"{name[:28]:28} {sec * 1e6:10.1f} {100 * sec / total:5.1f}%")
+            rows.append(f"{name:{w}} {sec * 1e6:10.1f} {100 * sec / total:5.1f}%")
         rows.append(f"kernels in total {total * 1e3:.3f} ms")
         return "\n".join(rows)
 
     def summary(self) -> str:
         """One line per task: weight, trials, best latency, share of the model's time."""
         total = sum(s.cost for s, t in zip(self.states, self.tuned) if t)
-        rows = [f"{'task':28} {'weight':>6} {'trials':>7} {'best (us)':>10} {'share':>6}"]
+        w = max([28, *(len(st.name) for st in self.states)])
+        rows = [f"{'task':{w}} {'weight':>6} {'trials':>7} {'best (us)':>10} {'share':>6}"]
         for st, tuned in zip(self.states, self.tuned):
             lat = f"{st.best_latency * 1e6:10.1f}" if tuned else f"{'untuned':>10}"
             share = f"{100 * st.cost / total:5.1f}%" if tuned and total else f"{'-':>6}"
-            rows.append(f"{st.name[:28]:28} {st.weight:6.0f} {st.trials:7d} {lat} {share}")
+            rows.append(f"{st.name:{w}} {st.weight:6.0f} {st.trials:7d} {lat} {share}")
         est = f"{total * 1e3:.3f} ms" if total else "n/a"
         rows.append(f"{len(self.tasks)} tasks, {len(self.groups)} kernels; kernel time from "
                     f"tuning records {est}; tuning took {self.tune_seconds:.0f} s")

@@ -28,7 +28,7 @@ class TensorRef:
 
 
 class Unsupported:
-    """A tensor the graph does not compute (``max``'s indices, attention weights): an
+    """A tensor the graph does not compute (``nn.MultiheadAttention``'s weights): an
     error, saying ``why``, only where the model reads it."""
 
     def __init__(self, why: str) -> None:
