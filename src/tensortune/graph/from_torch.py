@@ -20,7 +20,7 @@ import numpy as np
 
 from .ir import Graph, GraphError
 from .torch_functions import FUNCS, SPLITS, TensorRef, Unsupported, to_numpy
-from .torch_layers import LAYER_FUNCS, layer_module
+from .torch_layers import LAYER_FUNCS, as_root, layer_module
 from .torch_shapes import SHAPE_FUNCS, SHAPE_SPLITS
 
 HANDLERS = {**FUNCS, **SHAPE_FUNCS, **LAYER_FUNCS}
@@ -46,7 +46,7 @@ class _Importer:
 
         self.torch = torch
         try:
-            self.gm = torch.fx.symbolic_trace(_as_root(torch, module))
+            self.gm = torch.fx.symbolic_trace(as_root(torch, module))
         except Exception as e:  # fx raises many kinds; all mean "cannot trace this"
             raise GraphError(f"torch.fx could not trace {type(module).__name__}: {e}; "
                              "control flow on tensor values cannot be traced") from e
@@ -354,31 +354,6 @@ class _Importer:
         eps = float(np.finfo(np.float32).eps) if eps is None else float(eps)
         return self.op("rms_norm", [self.tensor(x, where), self.g.const("gamma", gamma)],
                        where, eps=eps)
-
-
-def _as_root(torch: Any, module: Any) -> Any:
-    """``module`` itself, or, for one of torch.nn's own layers, a module that calls it on
-    one input: torch.fx traces the root's forward (a layer's has checks on the input's
-    shape that cannot be traced) and keeps torch.nn's layers below the root whole."""
-    import inspect
-
-    if not type(module).__module__.startswith("torch.nn.modules") or isinstance(
-            module, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
-        return module
-    required = [p for p in inspect.signature(module.forward).parameters.values()
-                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
-                                                       p.POSITIONAL_OR_KEYWORD)]
-    if len(required) != 1:       # a layer of several inputs (attention): traced as it is
-        return module
-
-    class Root(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = module
-
-        def forward(self, x: Any) -> Any:     # fx cannot trace ``*xs``
-            return self.layer(x)
-    return Root()
 
 
 def _module_attrs(m: Any, op: str) -> dict[str, Any]:

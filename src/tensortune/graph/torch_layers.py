@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -249,6 +250,29 @@ def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
         o = _permuted(s, o, (1, 0, 2), w)
     return [o, Unsupported(f"{w}: MultiheadAttention's attention weights are not supported; "
                            "pass need_weights=False and read only the output")]
+
+
+def as_root(torch: Any, module: Any) -> Any:
+    """``module`` itself, or, for one of torch.nn's own layers, a module that calls it on
+    one input: torch.fx traces the root's forward (a layer's has checks on the input's
+    shape that cannot be traced) and keeps torch.nn's layers below the root whole."""
+    if not type(module).__module__.startswith("torch.nn.modules") or isinstance(
+            module, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
+        return module
+    required = [p for p in inspect.signature(module.forward).parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                       p.POSITIONAL_OR_KEYWORD)]
+    if len(required) != 1:       # a layer of several inputs (attention): traced as it is
+        return module
+
+    class Root(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = module
+
+        def forward(self, x: Any) -> Any:     # fx cannot trace ``*xs``
+            return self.layer(x)
+    return Root()
 
 
 def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
