@@ -67,6 +67,10 @@ LAYERS = {
                                                        align_corners=True)), (1, 2, 4, 5)),
     "bilinear_uneven_sizes": (Fn(lambda x: F.interpolate(x, size=(7, 3), mode="bilinear")),
                               (1, 2, 4, 5)),
+    "nearest_exact_up_and_down": (Fn(lambda x: F.interpolate(x, size=(9, 4),
+                                                             mode="nearest-exact")
+                                      + F.interpolate(x, scale_factor=3, mode="nearest-exact")[
+                                          :, :, :, ::6]), (1, 2, 3, 8)),
     "linear_1d": (Fn(lambda x: F.interpolate(x, size=13, mode="linear")), (2, 3, 6)),
     "pad_crop_value": (Fn(lambda x: F.pad(x, (1, -1, 2, 0), value=0.5)), (1, 2, 4, 5)),
     "shapes": (Fn(lambda x: torch.stack([x.t() @ x, x.T @ x * 2], 1).sum(1)

@@ -152,23 +152,28 @@ def _source(o: Any, size: int, out: int, corners: bool) -> tuple[Any, Any, Any]:
 def _resample(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     """``x`` (N, C, *spatial) resized to ``a["size"]``: ``mode`` "nearest" (each output
     reads ``floor(o * in / out)``, the index PyTorch's float scale gives where one size
-    divides the other) or "bilinear"/"linear" (two neighbours per axis, weights from
-    the exact source position)."""
+    divides the other), "nearest-exact" (``floor((o + 0.5) * in / out)``, likewise) or
+    "bilinear"/"linear" (two neighbours per axis, weights from the exact source
+    position)."""
     x, size, mode = ins[0], tuple(int(s) for s in a["size"]), a["mode"]
     spatial = x.shape[2:]
     if len(size) != len(spatial):
         raise ValueError(f"size {list(size)} for {len(spatial)} spatial axes")
     shape = x.shape[:2] + size
-    if mode == "nearest":
+    if mode in ("nearest", "nearest-exact"):
         for s, o in zip(spatial, size):
             if o % s and s % o:
-                raise ValueError(f"nearest resampling of {s} to {o}: only sizes where one "
+                raise ValueError(f"{mode} resampling of {s} to {o}: only sizes where one "
                                  "divides the other are supported")
+        # "nearest-exact" reads floor((o + 0.5) * in / out): the same index where the
+        # size grows by a whole factor r, ``o * r + r // 2`` where it shrinks by one.
+        half = mode == "nearest-exact"
         return te.compute(shape, lambda *i: x[i[:2] + tuple(
-            o // (out // s) if out >= s else o * (s // out)
+            o // (out // s) if out >= s else o * (s // out) + (s // out // 2 if half else 0)
             for o, s, out in zip(i[2:], spatial, size))], name=n)
     if mode not in ("bilinear", "linear"):
-        raise ValueError(f"mode {mode!r}: nearest, linear and bilinear are supported")
+        raise ValueError(f"mode {mode!r}: nearest, nearest-exact, linear and bilinear are "
+                         "supported")
     corners = bool(a.get("align_corners", False))
 
     def body(*i: Any) -> Any:
