@@ -135,21 +135,29 @@ _VEXP64 = """static inline V tt_vexp_S(V x) {
 }
 """
 
-# float64 tanh(x): as the float32 one, with cephes' double rational x + x^3 P(x^2) /
-# Q(x^2) below |x| = 0.625.
-_VTANH64 = """static inline V tt_vtanh_S(V x) {
+
+def _tanh(small: str, f: str) -> str:
+    """tanh's template: ``small`` (C lines that set ``small`` from ``x`` and ``z = x * x``)
+    below |x| = 0.625; above, 1 - 2 / (e^2|x| + 1) with x's sign, both computed and one
+    kept per lane. ``f`` is the literal suffix of the type ("f" for float32)."""
+    return f"""static inline V tt_vtanh_S(V x) {{
   V a = tt_vmax_S(x, -x);
   V z = x * x;
-  V p = (V){} - 9.64399179425052238628e-1;
+{small}  V big = 1.0{f} - 2.0{f} / (tt_vexp_S(a + a) + 1.0{f});
+  big = tt_vsel_S(x < (V){{}}, -big, big);
+  return tt_vsel_S(a < (V){{}} + 0.625{f}, small, big);
+}}
+"""
+
+
+# float64 tanh(x): as the float32 one, with cephes' double rational x + x^3 P(x^2) /
+# Q(x^2) below |x| = 0.625.
+_VTANH64 = _tanh("""  V p = (V){} - 9.64399179425052238628e-1;
   p = p * z - 9.92877231001918586564e1; p = p * z - 1.61468768441708447952e3;
   V q = z + 1.12811678491632931402e2;
   q = q * z + 2.23548839060100448583e3; q = q * z + 4.84406305325125486048e3;
   V small = x + x * z * (p / q);
-  V big = 1.0 - 2.0 / (tt_vexp_S(a + a) + 1.0);
-  big = tt_vsel_S(x < (V){}, -big, big);
-  return tt_vsel_S(a < (V){} + 0.625, small, big);
-}
-"""
+""", "")
 
 # float64 log(x): as the float32 one (m in [sqrt(1/2), sqrt(2)), subnormals scaled by
 # 2^54 first), with cephes' double rational m - m^2 / 2 + m^3 P(m) / Q(m).
@@ -200,18 +208,11 @@ _VERF = """static inline V tt_verf_S(V x) {
 # tanh(x): below |x| = 0.625 cephes' odd polynomial x + x^3 P(x^2) (1 - 2 / (e^2x + 1)
 # would cancel there); above, 1 - 2 / (e^2|x| + 1) with x's sign. Both are computed and
 # one kept per lane.
-_VTANH = """static inline V tt_vtanh_S(V x) {
-  V a = tt_vmax_S(x, -x);
-  V z = x * x;
-  V p = (V){} - 5.70498872745e-3f;
+_VTANH = _tanh("""  V p = (V){} - 5.70498872745e-3f;
   p = p * z + 2.06390887954e-2f; p = p * z - 5.37397155531e-2f;
   p = p * z + 1.33314422036e-1f; p = p * z - 3.33332819422e-1f;
   V small = p * z * x + x;
-  V big = 1.0f - 2.0f / (tt_vexp_S(a + a) + 1.0f);
-  big = tt_vsel_S(x < (V){}, -big, big);
-  return tt_vsel_S(a < (V){} + 0.625f, small, big);
-}
-"""
+""", "f")
 
 # log(x): x = m 2^e with m in [sqrt(1/2), sqrt(2)), then cephes' degree-9 polynomial for
 # log(m) and e ln2 added in two parts. Subnormals are scaled by 2^23 first; 0 gives

@@ -226,9 +226,7 @@ class _Importer:
             return self.batch_norm(x, m.running_mean, m.running_var, m.weight, m.bias, m.eps,
                                    where)
         if isinstance(m, nn.Linear):
-            y = self.op("dense", [self.tensor(x, where), self.g.const("w", to_numpy(m.weight).T)],
-                        where)
-            return y if m.bias is None else self.binary("add", y, m.bias, where)
+            return self.linear(x, m.weight, m.bias, where)
         if isinstance(m, (nn.Dropout, nn.Identity)):
             return self.arg(x)
         for kind, op in ((nn.ReLU, "relu"), (nn.GELU, "gelu"), (nn.Sigmoid, "sigmoid"),
@@ -322,16 +320,31 @@ class _Importer:
                        stride=_pair(s if s is not None and s != [] else k),
                        padding=_pair(p), **attrs)
 
-    def adaptive(self, x: Any, size: Any, where: str) -> TensorRef:
+    def adaptive(self, x: Any, size: Any, where: str, op: str = "avg_pool2d") -> TensorRef:
+        """Adaptive average (or, with ``op`` "max_pool2d", max) pooling to ``size`` (an
+        int, or a pair whose None keeps that axis): a mean or max over the plane for 1 x 1,
+        else a pooling of even windows."""
         H, W = self.shape(x)[2:]
-        oh, ow = _pair(size if size is not None else (H, W))
-        oh, ow = oh or H, ow or W
+        size = (H, W) if size is None else (size, size) if isinstance(size, int) else size
+        oh, ow = int(size[0] or H), int(size[1] or W)
         if (oh, ow) == (1, 1):
-            return self.op("mean", [self.tensor(x, where)], where, axes=(2, 3), keepdim=True)
+            return self.op("mean" if op == "avg_pool2d" else "amax", [self.tensor(x, where)],
+                           where, axes=(2, 3), keepdim=True)
         if H % oh or W % ow:
             raise GraphError(f"{where}: adaptive pooling of {H}x{W} to {oh}x{ow} has uneven "
                              "windows; only output sizes that divide the input are supported")
-        return self.pool("avg_pool2d", x, (H // oh, W // ow), (H // oh, W // ow), 0, where)
+        return self.pool(op, x, (H // oh, W // ow), (H // oh, W // ow), 0, where)
+
+    def linear(self, x: Any, weight: Any, bias: Any, where: str) -> TensorRef:
+        """``x @ weight.T + bias`` with nn.Linear's [out, in] weight (a torch tensor or an
+        array; ``bias`` may be None): a ``dense`` op and a broadcast add."""
+        def arr(t: Any) -> np.ndarray:
+            return to_numpy(t) if isinstance(t, self.torch.Tensor) else np.asarray(t)
+        y = self.op("dense", [self.tensor(x, where), self.g.const("w", arr(weight).T)], where)
+        if bias is None:
+            return y
+        return self.binary("add", y, bias if isinstance(bias, self.torch.Tensor) else
+                           self.torch.from_numpy(np.ascontiguousarray(bias)), where)
 
     def flatten(self, x: Any, start: int, end: int, where: str) -> TensorRef:
         shp = self.shape(x)

@@ -35,17 +35,27 @@ def reduce_over(x: Tensor, a: dict[str, Any], combiner: Callable[..., Any], n: s
     shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape)
                   if keep or d not in axes) or (1,)
 
-    def src(i: tuple[Any, ...]) -> tuple[Any, ...]:
-        it, out = iter(i), []
-        for d in range(x.ndim):
-            if d in axes:
-                out.append(rs[axes.index(d)])
-                if keep:
-                    next(it)
-            else:
-                out.append(next(it))
-        return tuple(out)
-    return te.compute(shape, lambda *i: combiner(x[src(i)], axis=rs), name=n)
+    return te.compute(shape, lambda *i: combiner(x[_source(x.ndim, axes, keep, rs, i)[0]],
+                                                 axis=rs), name=n)
+
+
+def _source(ndim: int, axes: list[int], keep: bool, rs: list[Any], i: tuple[Any, ...]
+            ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """For output index ``i`` of a reduction over ``axes`` (kept as 1s with ``keep``): the
+    input's index, the reduction variables ``rs`` on the reduced axes, and the index of
+    the same element in a keepdim result (0 on the reduced axes)."""
+    it, src, kept = iter(i), [], []
+    for d in range(ndim):
+        if d in axes:
+            src.append(rs[axes.index(d)])
+            kept.append(0)
+            if keep:
+                next(it)
+        else:
+            v = next(it)
+            src.append(v)
+            kept.append(v)
+    return tuple(src), tuple(kept)
 
 
 @_op("mean", Pattern.REDUCE)
@@ -234,19 +244,8 @@ def _arg_extreme(combiner: Callable[..., Any]) -> Callable[[list[Tensor], dict[s
                       if keep or d not in axes) or (1,)
 
         def body(*i: Any) -> Any:
-            it = iter(i)
-            src, at = [], []
-            for d in range(x.ndim):
-                if d in axes:
-                    src.append(rs[axes.index(d)])
-                    at.append(0)
-                    if keep:
-                        next(it)
-                else:
-                    v = next(it)
-                    src.append(v)
-                    at.append(v)
-            hit = te.eq(x[tuple(src)], ext[tuple(at)])
+            src, at = _source(x.ndim, list(axes), keep, rs, i)
+            hit = te.eq(x[src], ext[at])
             return te.min(te.if_then_else(hit, flat, count), axis=rs)
         return te.compute(shape, body, name=n)
     return compute

@@ -155,6 +155,20 @@ def _getitem(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
                 index=index_spec(s.shape(a[0]), index, w))
 
 
+def axis_slice(s: Importer, x: Any, axis: int, start: int, length: int, w: str) -> TensorRef:
+    """``length`` elements of ``x`` from ``start`` along ``axis``, whole along the rest (a
+    ``slice`` op): a part of split or chunk, a gate's columns.
+
+    Example:
+        >>> axis_slice(s, qkv, -1, 16, 16, where)      # qkv[..., 16:32]
+    """
+    shape = s.shape(x)
+    axis %= len(shape)
+    index = tuple(("s", start, 1, length) if d == axis else ("s", 0, 1, n)
+                  for d, n in enumerate(shape))
+    return s.op("slice", [s.tensor(x, w)], w, index=index)
+
+
 def split_parts(s: Importer, a: list[Any], k: dict[str, Any], w: str, chunks: bool
                 ) -> list[Any]:
     """``torch.split(x, size or sizes, dim)`` or ``torch.chunk(x, n, dim)``: one
@@ -172,9 +186,7 @@ def split_parts(s: Importer, a: list[Any], k: dict[str, Any], w: str, chunks: bo
         sizes = [int(x) for x in how]
     parts, at = [], 0
     for sz in sizes:
-        index = tuple(("s", at, 1, sz) if d == dim else ("s", 0, 1, shape[d])
-                      for d in range(len(shape)))
-        parts.append(s.op("slice", [s.tensor(a[0], w)], w, index=index))
+        parts.append(axis_slice(s, a[0], dim, at, sz, w))
         at += sz
     return parts
 
@@ -328,8 +340,7 @@ def _linear(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Any:
     weight, bias = s.arg(a[1]), s.arg(_kw(a, k, 2, "bias", None))
     if not isinstance(weight, s.torch.Tensor):
         raise GraphError(f"{w}: linear with a computed weight is not supported; use matmul")
-    y = s.op("dense", [s.tensor(a[0], w), s.g.const("w", to_numpy(weight).T)], w)
-    return y if bias is None else s.binary("add", y, bias, w)
+    return s.linear(a[0], weight, bias, w)
 
 
 FUNCS["squeeze"] = FUNCS["unsqueeze"] = _same_shape

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .ir import GraphError
-from .torch_functions import TensorRef, Unsupported, _kw, _unary, to_numpy
+from .torch_functions import TensorRef, Unsupported, _kw, _unary, axis_slice, to_numpy
 from .torch_rnn import recurrent
 from .torch_shapes import _permuted, _swap_last, shuffle
 
@@ -67,23 +67,26 @@ def _pad(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
                 value=0.0 if value is None else float(value))
 
 
+def _one(v: Any) -> int:
+    """A 1-d layer's size argument, an int or a 1-tuple."""
+    return int(v[0] if isinstance(v, (list, tuple)) else v)
+
+
 def _pool1d(op: str) -> Handler:
     """max_pool1d/avg_pool1d as the 2-d pool over rows of 1."""
     def handle(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
-        def one(v: Any) -> int:
-            return int(v[0] if isinstance(v, (list, tuple)) else v)
         n, c, length = s.shape(a[0])
-        kernel = one(s.arg(_kw(a, k, 1, "kernel_size", 1)))
+        kernel = _one(s.arg(_kw(a, k, 1, "kernel_size", 1)))
         stride = s.arg(_kw(a, k, 2, "stride", None))
         at = 4 if op == "avg_pool2d" else 5        # where ceil_mode is in each signature
         extra: dict[str, Any] = {"ceil_mode": bool(s.arg(_kw(a, k, at, "ceil_mode", False)))}
         if op == "avg_pool2d":
             extra["count_include_pad"] = bool(s.arg(_kw(a, k, 5, "count_include_pad", True)))
         else:
-            extra["dilation"] = (1, one(s.arg(_kw(a, k, 4, "dilation", 1))))
+            extra["dilation"] = (1, _one(s.arg(_kw(a, k, 4, "dilation", 1))))
         y = s.pool(op, s.reshape(a[0], (n, c, 1, length), w), (1, kernel),
-                   (1, kernel if stride is None or stride == [] else one(stride)),
-                   (0, one(s.arg(_kw(a, k, 3, "padding", 0)))), w, **extra)
+                   (1, kernel if stride is None or stride == [] else _one(stride)),
+                   (0, _one(s.arg(_kw(a, k, 3, "padding", 0)))), w, **extra)
         return s.reshape(y, (n, c, s.shape(y)[3]), w)
     return handle
 
@@ -98,15 +101,7 @@ def _arg(s: Importer, op: str, a: list[Any], k: dict[str, Any], w: str) -> Tenso
 def _adaptive_max(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     if s.arg(_kw(a, k, 2, "return_indices", False)):
         raise GraphError(f"{w}: adaptive max pooling with return_indices is not supported")
-    h, wd = s.shape(a[0])[2:]
-    size = s.arg(a[1])
-    oh, ow = (size, size) if isinstance(size, int) else (size[0] or h, size[1] or wd)
-    if (oh, ow) == (1, 1):
-        return s.op("amax", [s.tensor(a[0], w)], w, axes=(2, 3), keepdim=True)
-    if h % oh or wd % ow:
-        raise GraphError(f"{w}: adaptive pooling of {h}x{wd} to {oh}x{ow} has uneven "
-                         "windows; only output sizes that divide the input are supported")
-    return s.pool("max_pool2d", a[0], (h // oh, wd // ow), (h // oh, wd // ow), 0, w)
+    return s.adaptive(a[0], s.arg(a[1]), w, "max_pool2d")
 
 
 def _interpolate(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
@@ -129,14 +124,12 @@ def _interpolate(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> Tensor
 def conv1d(s: Importer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
            dilation: Any, groups: int, w: str) -> TensorRef:
     """A 1-d convolution as a 2-d one over rows of 1."""
-    def one(v: Any) -> int:
-        return int(v[0] if isinstance(v, (list, tuple)) else v)
     if isinstance(padding, str):
         raise GraphError(f"{w}: padding={padding!r} is not supported; give ints")
     (n, c, length), wt = s.shape(x), to_numpy(weight)
     rows = s.reshape(x, (n, c, 1, length), w)
     y = s.conv_arrays(rows, wt[:, :, None, :], None if bias is None else to_numpy(bias),
-                      (1, one(stride)), (0, one(padding)), (1, one(dilation)), groups, w)
+                      (1, _one(stride)), (0, _one(padding)), (1, _one(dilation)), groups, w)
     ys = s.shape(y)
     return s.reshape(y, (ys[0], ys[1], ys[3]), w)
 
@@ -220,16 +213,12 @@ def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
                   else (None,) * 3)
 
     def project(x: Any, weight: np.ndarray, bias: Any) -> TensorRef:
-        if not m.batch_first:
-            x = _permuted(s, x, (1, 0, 2), w)
-        y = s.op("dense", [s.tensor(x, w), s.g.const("w", weight.T)], w)
-        return y if bias is None else s.op("add", [y.name, s.g.const("b", bias)], w)
+        return s.linear(x if m.batch_first else _permuted(s, x, (1, 0, 2), w), weight, bias, w)
 
     def heads(y: TensorRef, part: int = 0) -> TensorRef:
         b, length, width = s.shape(y)
         if width != e:        # one of the self-attention's three: its slice of columns
-            y = s.op("slice", [y.name], w, index=(("s", 0, 1, b), ("s", 0, 1, length),
-                                                  ("s", part * e, 1, e)))
+            y = axis_slice(s, y, -1, part * e, e, w)
         return _permuted(s, s.reshape(y, (b, length, h, e // h), w), (0, 2, 1, 3), w)
     if q is key is v:
         # Self-attention: one projection to q, k and v together (one product of three
@@ -243,9 +232,7 @@ def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
     o = attention(s, parts[0], parts[1], parts[2], None, False, None, w)
     b, _, length, _ = s.shape(o)
     o = s.reshape(_permuted(s, o, (0, 2, 1, 3), w), (b, length, e), w)
-    o = s.op("dense", [o.name, s.g.const("w", to_numpy(m.out_proj.weight).T)], w)
-    if m.out_proj.bias is not None:
-        o = s.op("add", [o.name, s.g.const("b", to_numpy(m.out_proj.bias))], w)
+    o = s.linear(o, m.out_proj.weight, m.out_proj.bias, w)
     if not m.batch_first:
         o = _permuted(s, o, (1, 0, 2), w)
     return [o, Unsupported(f"{w}: MultiheadAttention's attention weights are not supported; "

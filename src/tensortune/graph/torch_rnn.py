@@ -16,18 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .ir import GraphError
-from .torch_functions import TensorRef, to_numpy
+from .torch_functions import TensorRef, axis_slice
 from .torch_shapes import _permuted
 
 if TYPE_CHECKING:
     from .from_torch import _Importer as Importer
-
-
-def _columns(s: Importer, x: TensorRef, part: int, width: int, w: str) -> TensorRef:
-    """Columns ``[part * width, (part + 1) * width)`` of the last axis of ``x``."""
-    shape = s.shape(x)
-    index = tuple(("s", 0, 1, n) for n in shape[:-1]) + (("s", part * width, 1, width),)
-    return s.op("slice", [x.name], w, index=index)
 
 
 def _step_of(s: Importer, x: TensorRef, t: int, w: str) -> TensorRef:
@@ -37,20 +30,15 @@ def _step_of(s: Importer, x: TensorRef, t: int, w: str) -> TensorRef:
                                                                 for n in shape[1:]))
 
 
-def _dense(s: Importer, x: TensorRef, weight: Any, bias: Any, w: str) -> TensorRef:
-    y = s.op("dense", [x.name, s.g.const("w", to_numpy(weight).T)], w)
-    return y if bias is None else s.op("add", [y.name, s.g.const("b", to_numpy(bias))], w)
-
-
 def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | None,
           w_hh: Any, b_hh: Any, hidden: int, w: str, nonlinearity: str = "tanh"
           ) -> tuple[TensorRef, TensorRef | None]:
     """One step: the input's gate values ``xg`` [B, G * H] (bias included) and the state
     ``h`` (and ``c``) to the new state."""
-    hg = _dense(s, h, w_hh, b_hh, w)
+    hg = s.linear(h, w_hh, b_hh, w)
 
     def gate(src: TensorRef, k: int) -> TensorRef:
-        return _columns(s, src, k, hidden, w)
+        return axis_slice(s, src, -1, k * hidden, hidden, w)
 
     def op(name: str, *ins: TensorRef) -> TensorRef:
         return s.op(name, [i.name for i in ins], w)
@@ -96,7 +84,7 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
             sfx = f"_l{layer}" + ("_reverse" if d else "")
             weights = [getattr(m, f"{p}{sfx}", None) for p in ("weight_ih", "weight_hh",
                                                                "bias_ih", "bias_hh")]
-            xg = _dense(s, x, weights[0], weights[2], w)        # every step at once
+            xg = s.linear(x, weights[0], weights[2], w)        # every step at once
             h = TensorRef(zeros)
             c = TensorRef(zeros) if kind == "LSTM" else None     # a GRU has no cell
             hs: list[TensorRef] = [h] * steps
