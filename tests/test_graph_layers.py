@@ -88,6 +88,7 @@ LAYERS = {
     "pools_1d": (Fn(lambda x: F.max_pool1d(x, 3, 2, 1) + F.avg_pool1d(
         x, 3, 2, 1, count_include_pad=False) + F.avg_pool1d(x, 3, 2, 1)), (2, 3, 11)),
     "pool_1d_modules": (nn.Sequential(nn.MaxPool1d(2), nn.AvgPool1d(3, 1, 1)), (2, 3, 11)),
+    "adaptive_avg_axis_kept": (nn.AdaptiveAvgPool2d((None, 2)), (1, 3, 4, 6)),
     "adaptive_max": (Fn(lambda x: F.adaptive_max_pool2d(x, (2, 3))
                         + F.adaptive_max_pool2d(x, 1)), (2, 3, 4, 6)),
     "pad_modules": (nn.Sequential(nn.ReflectionPad2d((1, 2, 3, 0)), nn.ReplicationPad2d(2),
