@@ -1,6 +1,8 @@
 """Whole models: the PyTorch frontend, fusion, task extraction and the executor, checked
 against PyTorch on random inputs."""
 
+import re
+
 import numpy as np
 import pytest
 from bench_modules import load
@@ -266,6 +268,29 @@ def test_executor_rejects_a_wrong_input_shape():
     compiled = tt.compile_model(nn.Sequential(nn.ReLU()).eval(), torch.randn(2, 3))
     with pytest.raises(GraphError, match=r"compiled for shape \[2, 3\]"):
         compiled(torch.randn(3, 3))
+
+
+def test_executor_runs_its_kernels_in_order_and_names_a_failing_one():
+    """The kernels run from one C loop: each reads what the one before wrote, and a
+    kernel's error code is raised with its group's nodes."""
+    import ctypes
+
+    from tensortune.codegen import Target, compile_source
+
+    model = nn.Sequential(nn.Linear(5, 6), nn.Softmax(dim=1), nn.Linear(6, 4)).eval()
+    compiled = tt.compile_model(model, torch.randn(3, 5))
+    ex = compiled.executor
+    assert len(ex.steps) >= 2
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(compiled(x), model(x).detach(), rtol=1e-5, atol=1e-6)
+    lib = ctypes.CDLL(str(compile_source(
+        "#include <stdint.h>\nint32_t fail(void** a) { (void)a; return 7; }\n",
+        Target.host())))
+    ex._fns[1] = ctypes.cast(lib.fail, ctypes.c_void_p).value
+    nodes = ex.groups[ex.step_groups[1]].nodes
+    with pytest.raises(GraphError, match=rf"kernel of group {re.escape(str(nodes))} "
+                                         r"returned error code 7"):
+        compiled(x)
 
 
 def test_depthwise_and_dense_convs_are_not_similar_tasks():

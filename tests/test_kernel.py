@@ -45,6 +45,29 @@ def test_out_aliasing_input_is_rejected():
         k(x, out=x)
 
 
+def test_outputs_in_one_block_are_checked_by_their_bounds():
+    """Views of one block: an output overlapping an input by part of a row is rejected,
+    one beside it is written; an ndarray subclass passes; a wrong output names itself."""
+    f = tt.workloads.get("smx", M=4, N=4)
+    k = tt.build(f)
+    (x,) = random_inputs(f)
+    block = np.zeros(32, dtype="float32")
+    block[:16] = x.ravel()
+    inp = block[:16].reshape(4, 4)
+    with pytest.raises(tt.KernelArgumentError, match="overlaps argument 0"):
+        k(inp, out=block[15:31].reshape(4, 4))
+    beside = block[16:].reshape(4, 4)
+    k(inp, out=beside)
+    np.testing.assert_allclose(beside, evaluate(f, [x])[0], rtol=1e-5)
+
+    class Tagged(np.ndarray):
+        pass
+
+    np.testing.assert_allclose(k(x.view(Tagged)), beside, rtol=1e-6)
+    with pytest.raises(tt.KernelArgumentError, match=r"output 0 \(\w+\): expected dtype"):
+        k(x, out=np.zeros((4, 4)))
+
+
 def test_a_long_vectorized_row_loops_over_its_chunks():
     """A vectorized loop of more than 16 vectors (a whole output row copied from its
     strips) is a C loop over vector chunks, not one statement per chunk, and computes

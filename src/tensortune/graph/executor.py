@@ -3,7 +3,11 @@
 Every buffer is allocated once, when the executor is made: the weights (contiguous
 float32), the model inputs, and each group's output (aligned). A reshape-only group is a
 view of its input's buffer. The argument array of each kernel call is built once too, so
-a call of the model is: copy the inputs in, one C call per kernel, copy the outputs out.
+a call of the model is: copy the inputs in, run the kernels, copy the outputs out.
+
+The kernels run from one C loop (``run_steps``), not one ctypes call each: a call from
+Python after a kernel finds the interpreter's own data out of cache, and cost 13-30 us
+here where the kernel ran 50 us, about the time of an RNN's step kernels (RESULTS.md).
 
 Example:
     >>> ex = Executor(graph, groups, kernels)
@@ -13,15 +17,44 @@ Example:
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ..codegen import Target, compile_source
 from ..kernel import Kernel, aligned_empty
 from .fuse import Group, view_index
 from .ir import Graph, GraphError
+
+_RUN_STEPS = """#include <stdint.h>
+typedef int32_t (*tt_step)(void**);
+/* Each kernel in order; 0, or the first failing kernel's code (its index in *failed). */
+int32_t tt_run_steps(void** fns, void** argvs, int32_t n, int32_t* failed) {
+  for (int32_t i = 0; i < n; ++i) {
+    int32_t rc = ((tt_step)fns[i])((void**)argvs[i]);
+    if (rc != 0) { *failed = i; return rc; }
+  }
+  return 0;
+}
+"""
+
+
+@functools.cache
+def _steps_lib() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(compile_source(_RUN_STEPS, Target.host())))
+    lib.tt_run_steps.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
+                                 ctypes.POINTER(ctypes.c_int32)]
+    lib.tt_run_steps.restype = ctypes.c_int32
+    return lib      # held by the cache: the library stays loaded
+
+
+def run_steps() -> Any:
+    """The C function that calls a list of kernels (``tt_packed`` pointers) on their
+    argument arrays in order, built once and kept in the kernel cache."""
+    return _steps_lib().tt_run_steps
 
 
 class Executor:
@@ -64,6 +97,11 @@ class Executor:
             self.steps.append((kern._fn, argv))
             self.step_groups.append(gi)
         self.buffers = bufs
+        n = len(self.steps)
+        self._fns = (ctypes.c_void_p * n)(*[ctypes.cast(fn, ctypes.c_void_p).value
+                                            for fn, _ in self.steps])
+        self._argvs = (ctypes.c_void_p * n)(*[ctypes.addressof(a) for _, a in self.steps])
+        self._failed = ctypes.c_int32(-1)
 
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Run on numpy inputs; returns fresh output arrays."""
@@ -77,10 +115,10 @@ class Executor:
                 raise GraphError(f"input {name}: compiled for shape {list(buf.shape)}, got "
                                  f"{list(x.shape)}; compile the model again for this shape")
             np.copyto(buf, x, casting="same_kind")
-        for fn, argv in self.steps:
-            rc = fn(argv)
-            if rc != 0:
-                raise GraphError(f"a kernel returned error code {rc}")
+        rc = run_steps()(self._fns, self._argvs, len(self.steps), ctypes.byref(self._failed))
+        if rc != 0:
+            grp = self.groups[self.step_groups[self._failed.value]]
+            raise GraphError(f"the kernel of group {grp.nodes} returned error code {rc}")
         outs = []
         for k, o in enumerate(g.outputs):
             buf = self.buffers[o].reshape(g.output_shapes.get(k, self.buffers[o].shape))
