@@ -179,6 +179,36 @@ def test_lstm_gru_and_rnn_unrolled_match_torch():
         tt.compile_model(_WithState().eval(), torch.randn(3, 2, 4))
 
 
+def test_a_weight_read_by_many_ops_is_one_constant():
+    """An unrolled LSTM reads its state weight at every step, and a model may call one
+    layer twice: each weight is one constant buffer (32 copies of an LSTM's 1 MiB state
+    weight once made each step's product read its own from memory)."""
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 6)
+
+        def forward(self, x):
+            return self.lin(torch.relu(self.lin(x)))
+
+    class Out(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(8, 16)
+
+        def forward(self, x):
+            return self.rnn(x)[0]
+
+    # Twice: its weight and bias; the LSTM: the input and state weights, their biases
+    # (random, so two) and the zero initial state.
+    for model, x, shape, count in ((Twice(), torch.randn(3, 6), (6, 6), 2),
+                                   (Out(), torch.randn(5, 2, 8), (16, 64), 5)):
+        compiled = check(randomized(model), x)
+        consts = compiled.executor.graph.consts
+        assert sum(a.shape == shape for a in consts.values()) == 1
+        assert len(consts) == count
+
+
 class _WithState(nn.Module):
     def __init__(self):
         super().__init__()

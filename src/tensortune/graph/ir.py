@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,8 @@ class Graph:
     # And its own dtype where the graph holds it in another: an index (int32 here, int64
     # in PyTorch), a comparison (a float mask of 1.0 and 0.0 here, bool in PyTorch).
     output_dtypes: dict[int, str] = field(default_factory=dict)
+    # Each constant's content (dtype, shape, digest) -> its node: see ``const``.
+    _by_content: dict[tuple, str] = field(default_factory=dict, repr=False, compare=False)
 
     def _fresh(self, base: str) -> str:
         name, n = base, 1
@@ -74,12 +77,21 @@ class Graph:
         return name
 
     def const(self, name: str, value: np.ndarray) -> str:
-        """Add a constant (float tensors are stored as float32, indices as int32)."""
+        """Add a constant (float tensors are stored as float32, indices as int32); a
+        constant equal to one already added is that one's node. So a weight read by many
+        ops is one buffer: an unrolled LSTM's 32 steps had 32 copies of their 1 MiB
+        state weight, each step's product reading its own from memory (RESULTS.md)."""
         arr = np.asarray(value)
         arr = arr.astype("int32" if arr.dtype.kind in "iub" else "float32")
+        arr = np.ascontiguousarray(arr.reshape(arr.shape or (1,)))
+        key = (arr.dtype.str, arr.shape, hashlib.blake2b(arr.data, digest_size=16).digest())
+        same = self._by_content.get(key)
+        if same is not None and np.array_equal(self.consts[same], arr):
+            return same
         name = self._fresh(name)
-        self.nodes[name] = Node(name, "const", (), {}, tuple(arr.shape) or (1,), str(arr.dtype))
-        self.consts[name] = np.ascontiguousarray(arr.reshape(arr.shape or (1,)))
+        self.nodes[name] = Node(name, "const", (), {}, arr.shape, str(arr.dtype))
+        self.consts[name] = arr
+        self._by_content[key] = name
         return name
 
     def op(self, op: str, inputs: list[str], source: str = "", name: str | None = None,
