@@ -10,7 +10,9 @@ Run: python benchmarks/user_shapes.py [--cases total,gemv] [--trials 64] [--seed
 Our kernels are timed by the runner's C loop, PyTorch's by Python loops (a call costs it
 about a microsecond more); each one's best median over the rounds is kept. "called" is
 our kernel called from Python as a user calls it (``kernel(*inputs)``, which checks
-the arguments and allocates the outputs), timed by the same Python loop as PyTorch's.
+the arguments and allocates the outputs), timed by the same Python loop as PyTorch's;
+"bound" is the kernel bound to its arrays once (``kernel.bind``), as a loop that refills
+its inputs in place calls it.
 """
 
 from __future__ import annotations
@@ -192,9 +194,9 @@ def main() -> None:
     unknown = [n for n in names if n not in cases]
     if unknown:
         sys.exit(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(cases)}")
-    print("| case | workload | ours (us) | called (us) | PyTorch (us) | PyTorch / ours | "
-          "PyTorch / called | largest difference |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| case | workload | ours (us) | called (us) | bound (us) | PyTorch (us) | "
+          "PyTorch / ours | PyTorch / called | PyTorch / bound | largest difference |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in names:
         row(name, cases[name], args, target)
 
@@ -209,11 +211,12 @@ def row(name: str, case: Case, args: argparse.Namespace, target: tt.Target) -> N
     sch = res.schedule()
     lib = LocalBuilder(target).build([BuildInput(sch.func)])[0]
     if lib.lib_path is None:
-        print(f"| {name} | {what} | build failed: {lib.error_msg} | | | | | |", flush=True)
+        print(f"| {name} | {what} | build failed: {lib.error_msg} | | | | | | | |", flush=True)
         return
     t = [torch.from_numpy(a) for a in x]
     kernel = res.kernel
-    ours = called = theirs = float("inf")
+    bound = kernel.bind(*x)
+    ours = called = bound_t = theirs = float("inf")
     with LocalRunner() as runner:
         for _ in range(args.rounds):
             r = runner.run([RunInput(lib.lib_path, sch.func, "best", x)])[0]
@@ -221,9 +224,11 @@ def row(name: str, case: Case, args: argparse.Namespace, target: tt.Target) -> N
                 ours = min(ours, statistics.median(r.latencies))
             theirs = min(theirs, median_time(lambda: ref(t)))
             called = min(called, median_time(lambda: kernel(*x)))
+            bound_t = min(bound_t, median_time(bound))
     diff = float(np.abs(kernel(*x) - np.asarray(ref(t))).max())
-    print(f"| {name} | {what} | {ours * 1e6:.1f} | {called * 1e6:.1f} | {theirs * 1e6:.1f} | "
-          f"{theirs / ours:.2f}x | {theirs / called:.2f}x | {diff:.1e} |", flush=True)
+    print(f"| {name} | {what} | {ours * 1e6:.1f} | {called * 1e6:.1f} | {bound_t * 1e6:.1f} | "
+          f"{theirs * 1e6:.1f} | {theirs / ours:.2f}x | {theirs / called:.2f}x | "
+          f"{theirs / bound_t:.2f}x | {diff:.1e} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,28 @@ def test_outputs_in_one_block_are_checked_by_their_bounds():
         k(x, out=np.zeros((4, 4)))
 
 
+def test_a_bound_kernel_runs_on_what_its_arrays_hold_at_each_call(gmm):
+    f, k = gmm
+    a, b = random_inputs(f)
+    c = np.full((8, 16), 7.0, dtype="float32")
+    run = k.bind(a, b, out=c)
+    assert run() is c
+    np.testing.assert_allclose(c, evaluate(f, [a, b])[0], rtol=1e-5)
+    a[...] = np.random.default_rng(5).standard_normal(a.shape)    # refilled in place
+    run()
+    np.testing.assert_allclose(c, evaluate(f, [a, b])[0], rtol=1e-5)
+    alloc = k.bind(a, b)          # outputs allocated once, at bind
+    first = alloc()
+    assert alloc() is first and first is not c
+    np.testing.assert_allclose(first, c, rtol=1e-6)
+    with pytest.raises(tt.KernelArgumentError, match="expected dtype float32, got float64"):
+        k.bind(a.astype("float64"), b)
+    smx = tt.workloads.get("smx", M=4, N=4)
+    (x,) = random_inputs(smx)
+    with pytest.raises(tt.KernelArgumentError, match="overlaps argument 0"):
+        tt.build(smx).bind(x, out=x)
+
+
 def test_a_long_vectorized_row_loops_over_its_chunks():
     """A vectorized loop of more than 16 vectors (a whole output row copied from its
     strips) is a C loop over vector chunks, not one statement per chunk, and computes

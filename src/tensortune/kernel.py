@@ -4,6 +4,7 @@ Example:
     >>> kernel = tt.build(sch)                 # or tt.build(func)
     >>> c = kernel(a, b)                       # allocates the output
     >>> kernel(a, b, out=c)                    # writes into it
+    >>> run = kernel.bind(a, b, out=c); run()  # checked once, then one C call a run
     >>> print(kernel.source)                   # the generated C
 """
 
@@ -90,7 +91,9 @@ class Kernel:
                 self._check(i, a, bufs[first + i], role)
         return list(arrays)
 
-    def __call__(self, *inputs: np.ndarray, out: Any = None) -> Any:
+    def _prepare(self, inputs: tuple, out: Any) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """The checked inputs and outputs of a call (the outputs allocated when ``out`` is
+        None)."""
         ins_b, outs_b = self._inputs, self._outputs
         if len(inputs) != len(ins_b):
             names = ", ".join(b.name for b in ins_b)
@@ -98,29 +101,65 @@ class Kernel:
                                       f"got {len(inputs)}")
         ins = self._args(inputs, 0, "input")
         if out is None:
-            outs = [aligned_empty(shape, dt) for dt, shape in self._specs[len(ins):]]
-        else:
-            outs = list(out) if isinstance(out, (list, tuple)) else [out]
-            if len(outs) != len(outs_b):
-                raise KernelArgumentError(f"{self.func.name} has {len(outs_b)} outputs, "
-                                          f"out= gave {len(outs)}")
-            outs = self._args(outs, len(ins), "output")
-            for i, o in enumerate(outs):
-                if not o.flags.writeable:
-                    raise KernelArgumentError(f"output {i} ({outs_b[i].name}) is read-only")
-                for j, a in enumerate(ins + outs[:i]):
-                    # Both are C-contiguous (checked above), so overlapping bounds are
-                    # shared memory: the bounds test is exact here, and cheap.
-                    if np.may_share_memory(o, a):
-                        raise KernelArgumentError(
-                            f"output {i} ({outs_b[i].name}) overlaps argument {j}; "
-                            "outputs must not alias inputs or other outputs")
+            return ins, [aligned_empty(shape, dt) for dt, shape in self._specs[len(ins):]]
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        if len(outs) != len(outs_b):
+            raise KernelArgumentError(f"{self.func.name} has {len(outs_b)} outputs, "
+                                      f"out= gave {len(outs)}")
+        outs = self._args(outs, len(ins), "output")
+        for i, o in enumerate(outs):
+            if not o.flags.writeable:
+                raise KernelArgumentError(f"output {i} ({outs_b[i].name}) is read-only")
+            for j, a in enumerate(ins + outs[:i]):
+                # Both are C-contiguous (checked above), so overlapping bounds are
+                # shared memory: the bounds test is exact here, and cheap.
+                if np.may_share_memory(o, a):
+                    raise KernelArgumentError(
+                        f"output {i} ({outs_b[i].name}) overlaps argument {j}; "
+                        "outputs must not alias inputs or other outputs")
+        return ins, outs
+
+    def __call__(self, *inputs: np.ndarray, out: Any = None) -> Any:
+        ins, outs = self._prepare(inputs, out)
         rc = self._fn(self._argv(*[a.ctypes.data for a in ins + outs]))
         if rc != 0:
             raise TensorTuneError(f"kernel {self.func.name} returned error code {rc}")
         if out is not None:
             return out
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def bind(self, *inputs: np.ndarray, out: Any = None) -> BoundKernel:
+        """This kernel on these arrays, checked now: calling the result runs it on
+        whatever they hold then, with no checks and no allocation (the outputs are
+        allocated here when ``out`` is None), and returns the outputs. For a loop that
+        refills its inputs in place: a call from Python after a kernel finds the
+        interpreter's own data out of cache, and each check and allocation then costs
+        several times what it costs alone (RESULTS.md).
+
+        Example:
+            >>> run = kernel.bind(x, out=y)
+            >>> for batch in batches:
+            ...     x[...] = batch; run()          # y holds the result
+        """
+        ins, outs = self._prepare(inputs, out)
+        given = out if out is not None else outs[0] if len(outs) == 1 else tuple(outs)
+        return BoundKernel(self, ins + outs, given)
+
+
+class BoundKernel:
+    """A kernel bound to its arrays (``Kernel.bind``); each call runs it and returns the
+    outputs. The arrays are held, so they live as long as this does."""
+
+    def __init__(self, kernel: Kernel, arrays: list[np.ndarray], result: Any) -> None:
+        self.kernel, self.arrays, self.result = kernel, arrays, result
+        self._fn = kernel._fn
+        self._argv = kernel._argv(*[a.ctypes.data for a in arrays])
+
+    def __call__(self) -> Any:
+        rc = self._fn(self._argv)
+        if rc != 0:
+            raise TensorTuneError(f"kernel {self.kernel.func.name} returned error code {rc}")
+        return self.result
 
 def build(obj: Any, target: Target | None = None, source: str | None = None,
           check: bool = False) -> Kernel:
