@@ -1,11 +1,13 @@
 """Whole-model benchmark: ResNet-18, MobileNet-V2 (batch 1, 224x224), a BERT-base
 encoder layer (sequence 128), a small U-Net (64x64: group norm, SiLU, a transposed
-convolution, upsampling) and a ViT-S block (197 tokens, ``nn.MultiheadAttention``),
-compiled by tensortune after a stated trial budget, against PyTorch eager CPU and
-onnxruntime (when installed), measured in the same run.
+convolution, upsampling) and a ViT-S block (197 tokens, ``nn.MultiheadAttention``), and
+blocks of further families (``model_blocks.py``: EfficientNet's SE block, ConvNeXt,
+Inception, MLP-Mixer, DenseNet, a wav2vec feature encoder, an LSTM), compiled by
+tensortune after a stated trial budget, against PyTorch eager CPU and onnxruntime (when
+installed), measured in the same run.
 
 Run: python benchmarks/models.py
-         [--models resnet18,mobilenet_v2,bert_layer,unet_small,vit_block]
+         [--models resnet18,mobilenet_v2,bert_layer,unet_small,vit_block,mbconv_se,...]
          [--trials 2000] [--scheduler gradient] [--db DIR_OR_FILE] [--out benchmarks/out]
 
 Each model's end-to-end latency is the median of repeated calls after a warm-up (the
@@ -29,6 +31,15 @@ import torch  # noqa: E402
 
 import tensortune as tt  # noqa: E402
 from benchmarks.baselines import median_time, setup_torch  # noqa: E402
+from benchmarks.model_blocks import (  # noqa: E402
+    conv_features,
+    convnext_block,
+    dense_block,
+    inception_block,
+    lstm,
+    mbconv_se,
+    mixer_block,
+)
 from benchmarks.model_zoo import (  # noqa: E402
     bert_layer,
     mobilenet_v2,
@@ -43,6 +54,13 @@ MODELS = {
     "bert_layer": (bert_layer, (1, 128, 768)),
     "unet_small": (unet_small, (1, 3, 64, 64)),
     "vit_block": (vit_block, (1, 197, 384)),
+    "mbconv_se": (mbconv_se, (1, 32, 28, 28)),
+    "convnext_block": (convnext_block, (1, 64, 28, 28)),
+    "inception_block": (inception_block, (1, 64, 28, 28)),
+    "mixer_block": (mixer_block, (1, 64, 128)),
+    "dense_block": (dense_block, (1, 32, 28, 28)),
+    "conv_features": (conv_features, (1, 1, 4000)),
+    "lstm": (lstm, (32, 8, 128)),
 }
 
 

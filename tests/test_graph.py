@@ -126,6 +126,21 @@ def test_tuned_resnet_blocks_match_and_dedupe(tmp_path):
     assert [s.trials for s in again.states] == [s.trials for s in compiled.states]
 
 
+def test_blocks_of_further_model_families_match():
+    """The blocks the whole-model benchmark adds (``benchmarks/model_blocks.py``), small:
+    squeeze-and-excitation, ConvNeXt's permutes, Inception's and DenseNet's
+    concatenations, MLP-Mixer's transposed token MLP, strided 1-d convolutions."""
+    blocks = load("model_blocks")
+    cases = [(blocks.mbconv_se(c=8), (1, 8, 9, 9)), (blocks.convnext_block(c=8), (1, 8, 9, 9)),
+             (blocks.inception_block(c=8), (1, 8, 7, 7)),
+             (blocks.mixer_block(tokens=6, c=8), (2, 6, 8)),
+             (blocks.dense_block(c=4, growth=3), (1, 4, 6, 6)),
+             (blocks.conv_features(c=4), (1, 1, 60)), (blocks.lstm(n_in=5, hidden=6), (4, 2, 5))]
+    for model, shape in cases:
+        torch.manual_seed(0)
+        check(model, torch.randn(*shape))
+
+
 def test_mobilenet_v2_block_and_bert_layer_match():
     mb = zoo.mobilenet_v2(width=0.25, classes=7, config=[(1, 16, 1, 1), (6, 24, 2, 2)],
                           last=32)
