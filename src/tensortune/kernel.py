@@ -161,6 +161,7 @@ class BoundKernel:
             raise TensorTuneError(f"kernel {self.kernel.func.name} returned error code {rc}")
         return self.result
 
+
 def build(obj: Any, target: Target | None = None, source: str | None = None,
           check: bool = False) -> Kernel:
     """Compile a ``PrimFunc`` or a ``Schedule`` (its current program) into a ``Kernel``;
