@@ -85,6 +85,24 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
         "    R = te.compute((n, n), lambda i, j: te.relu(C[i, j]), name='R')\n"
         "    return te.create_func([A, B, R], name='matmul_relu')\n")
     assert main(["tune", f"{ops}:matmul_relu", "--trials", "3"]) == 0
+    db = str(tmp_path / "t.db")
+    assert main(["tune", f"{ops}:matmul_relu", "--trials", "3", "--db", db]) == 0
+    capsys.readouterr()
+    # shown by the name it was stored under: its best trace and text, no file needed
+    assert main(["show", "matmul_relu", "--db", db]) == 0
+    shown = capsys.readouterr().out
+    assert f"# {ops}:matmul_relu (workload " in shown
+    assert "best of 3 records on this machine" in shown
+    assert "sch.get_block(" in shown and "def matmul_relu(A: float32[16, 16]" in shown
+    assert f"tensortune show {ops}:matmul_relu --db {db}" in shown
+    import tensortune as tt
+
+    tt.tune(tt.workloads.get("gmm", M=8, N=8, K=8), trials=2, database=db, name="mine")
+    assert main(["show", "mine", "--db", db]) == 0           # a name given in Python
+    shown = capsys.readouterr().out
+    assert "# mine (workload " in shown and "path/to/file.py:mine" in shown
+    assert main(["show", "matmul_reLU", "--db", db]) == 2
+    assert f"t.db holds records of: {ops}:matmul_relu, mine" in capsys.readouterr().err
     assert main(["tune", f"{ops}:nope", "--trials", "1"]) == 2
     assert "has no 'nope'; it defines: matmul_relu" in capsys.readouterr().err
     assert main(["tune", f"{ops}:matmul_relu", "--shape", "m=4", "--trials", "1"]) == 2

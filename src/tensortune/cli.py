@@ -3,6 +3,7 @@
     tensortune tune gmm --trials 256 --db tuning.db        tune a suite workload
     tensortune tune my_ops.py:matmul_relu --trials 128      ... or a func from your file
     tensortune show gmm --db tuning.db                      best trace, loop nest and C
+    tensortune show matmul_relu --db tuning.db              ... of a func stored by name
     tensortune tune-model model.py:build --input 1,3,224,224 --trials 2000 --db resnet.db
     tensortune db list|export|import --db tuning.db [FILE]
     tensortune example                                      a hand-scheduled matmul
@@ -138,37 +139,9 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    import tensortune as tt
-    from tensortune.codegen import emit_c, lower
-    from tensortune.database import Database
-    from tensortune.measure import source_hash
-    from tensortune.search.records import best_record, replay
-    from tensortune.search.tune import stored_forms
+    from .cli_show import show_command
 
-    given = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
-    db = Database.existing(args.db)
-    target = tt.Target.host()
-    # The stored forms, fastest first: the first is the one shown (``tuned_func``'s).
-    forms = sorted(((label, f, top) for label, f, top in stored_forms(given, db, target)
-                    if top is not None), key=lambda x: x[2].latency)
-    func = forms[0][1] if forms else given   # none: best_record says what is stored
-    rec = best_record(func, db, target)
-    sch = replay(func, rec)
-    source = emit_c(lower(sch.func), target)
-    fp = target.fingerprint()
-    for i, (label, f, top) in enumerate(forms):   # the first's best is ``rec``
-        print(f"# {label + ' form: ' if len(forms) > 1 else ''}best of "
-              f"{db.count(f.structural_hash(), fp)} records: "
-              f"{top.latency * 1e3:.4f} ms{'' if i == 0 else ' (not shown)'}")
-    if rec.source != source_hash(source):
-        print("# (timed with other C than this tensortune generates for it; tt.compile "
-              "times the best records again)")
-    print()
-    print(sch.trace.as_python(), "\n")
-    print(sch.func, "\n")
-    if args.c:
-        print(source)
-    return 0
+    return show_command(args, _shape(args.shape))
 
 
 def _db(args: argparse.Namespace) -> int:
