@@ -175,8 +175,30 @@ def test_lstm_gru_and_rnn_unrolled_match_torch():
         steps = shape[1] if rnn.batch_first else shape[0]
         # the hidden-state products of the steps after the first are one task
         assert max(t.weight for t in compiled.tasks) >= steps - 1
-    with pytest.raises(GraphError, match="initial state is not supported"):
-        tt.compile_model(_WithState().eval(), torch.randn(3, 2, 4))
+
+
+def test_recurrent_layers_start_from_the_initial_state_given():
+    """A GRU from a constant state made in forward; a 2-layer bidirectional LSTM from
+    (h_0, c_0) given as model inputs, picked per layer and direction."""
+    check(randomized(_WithState()), torch.randn(3, 2, 4))
+
+    class Stateful(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(5, 6, num_layers=2, bidirectional=True)
+
+        def forward(self, x, h0, c0):
+            out, (h, c) = self.rnn(x, (h0, c0))
+            return out.sum(0)[:, 6:] + h[3] - c[1]
+
+    model = randomized(Stateful())
+    args = (torch.randn(4, 2, 5), torch.randn(4, 2, 6), torch.randn(4, 2, 6))
+    compiled = tt.compile_model(model, args)
+    with torch.no_grad():
+        want = model(*args)
+    got = compiled(*args)
+    assert float(want.abs().max()) > 0
+    assert float((got - want).abs().max()) <= 1e-5 * float(want.abs().max())
 
 
 def test_a_weight_read_by_many_ops_is_one_constant():
@@ -215,7 +237,7 @@ class _WithState(nn.Module):
         self.gru = nn.GRU(4, 4)
 
     def forward(self, x):
-        return self.gru(x, torch.ones(1, 2, 4))[0]
+        return self.gru(x, torch.ones(1, 2, 4) * 0.5)[0]
 
 
 def test_indices_of_extremes_and_comparisons_come_back_as_pytorch_types():

@@ -1,9 +1,9 @@
 """``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` at inference, unrolled over the example's
-(static) sequence length into the graph's ops: per layer and direction, one dense of
-every time step's input at once, then per step one dense of the hidden state, the gates
-sliced from it, and their element-wise update. The steps' hidden-state products are one
-task of weight T (the same function each step), and the gates' arithmetic fuses into
-their products.
+(static) sequence length into the graph's ops, from the initial state given (or zeros):
+per layer and direction, one dense of every time step's input at once, then per step
+one dense of the hidden state, the gates sliced from it, and their element-wise update.
+The steps' hidden-state products are one task of weight T (the same function each
+step), and the gates' arithmetic fuses into their products.
 
 Example:
     >>> graph = from_torch(nn.Sequential(nn.LSTM(8, 16)).eval(), torch.randn(5, 2, 8))
@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,6 +59,21 @@ def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | No
     return op("add", n, op("mul", z, op("sub", h, n))), None
 
 
+def _initial(s: Importer, kind: str, n: Any, shape: tuple[int, int, int], w: str
+             ) -> Callable[[int], tuple[TensorRef, TensorRef | None]]:
+    """The initial (h, c) of layer-and-direction ``k`` (c None but for an LSTM): slice k
+    of the call's ``hx`` (``(h_0, c_0)`` for an LSTM), each ``shape`` [layers *
+    directions, B, H], or zeros when the call gives none."""
+    hx = s.arg(n.args[1]) if len(n.args) > 1 else s.arg(n.kwargs.get("hx"))
+    if hx is None:
+        zeros = TensorRef(s.g.const("h0", np.zeros(shape[1:], "float32")))
+        return lambda k: (zeros, zeros if kind == "LSTM" else None)   # a GRU has no cell
+    # (PyTorch's example run has checked the state's shapes by now.)
+    refs = [TensorRef(s.tensor(v, w)) for v in (hx if kind == "LSTM" else [hx])]
+    return lambda k: (_step_of(s, refs[0], k, w),
+                      _step_of(s, refs[1], k, w) if kind == "LSTM" else None)
+
+
 def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
     """The graph values of an ``nn.LSTM``, ``nn.GRU`` or ``nn.RNN`` call: ``[output,
     (h_n, c_n)]`` or ``[output, h_n]``, as PyTorch returns them."""
@@ -68,14 +84,11 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
     shape = s.shape(x)
     if len(shape) != 3:
         raise GraphError(f"{w}: {kind} on {list(shape)}: batched 3-d inputs only")
-    state = s.arg(n.args[1]) if len(n.args) > 1 else n.kwargs.get("hx")
-    if state is not None:
-        raise GraphError(f"{w}: {kind} with an initial state is not supported (zeros are)")
     if m.batch_first:
         x = _permuted(s, x, (1, 0, 2), w)
     steps, batch = s.shape(x)[:2]
     hidden, dirs = m.hidden_size, 2 if m.bidirectional else 1
-    zeros = s.g.const("h0", np.zeros((batch, hidden), "float32"))
+    initial = _initial(s, kind, n, (m.num_layers * dirs, batch, hidden), w)
     last_h: list[TensorRef] = []
     last_c: list[TensorRef] = []
     for layer in range(m.num_layers):
@@ -85,8 +98,7 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
             weights = [getattr(m, f"{p}{sfx}", None) for p in ("weight_ih", "weight_hh",
                                                                "bias_ih", "bias_hh")]
             xg = s.linear(x, weights[0], weights[2], w)        # every step at once
-            h = TensorRef(zeros)
-            c = TensorRef(zeros) if kind == "LSTM" else None     # a GRU has no cell
+            h, c = initial(layer * dirs + d)
             hs: list[TensorRef] = [h] * steps
             for t in (range(steps - 1, -1, -1) if d else range(steps)):
                 h, c = _cell(s, kind, _step_of(s, xg, t, w), h, c, weights[1], weights[3],
