@@ -145,6 +145,33 @@ def test_attention_with_masks_and_multihead_attention():
         assert max(len(t.name) for t in compiled.tasks) > 28
         assert all(t.name in compiled.summary() for t in compiled.tasks)
 
+    class WithMasks(nn.Module):
+        """Padded keys (bool, true where padding) and a causal bool mask (true where a
+        query may not look) on a cross-attention; a float mask per batch and head on a
+        self-attention."""
+        def __init__(self):
+            super().__init__()
+            self.cross = randomized(nn.MultiheadAttention(16, 4, batch_first=True))
+            self.own = randomized(nn.MultiheadAttention(16, 2))
+            pad = torch.zeros(2, 5, dtype=torch.bool)
+            pad[0, 3:] = True
+            self.register_buffer("pad", pad)
+            self.register_buffer("later", torch.ones(5, 5, dtype=torch.bool).triu(1))
+            self.register_buffer("bias", torch.randn(2 * 2, 5, 5))
+
+        def forward(self, x, mem):
+            y = self.cross(x, mem, mem, key_padding_mask=self.pad, attn_mask=self.later,
+                           need_weights=False)[0]
+            z = y.transpose(0, 1)
+            own = self.own(z, z, z, attn_mask=self.bias, need_weights=False)[0]
+            return y + own.transpose(0, 1)
+    model, args = WithMasks().eval(), (torch.randn(2, 5, 16), torch.randn(2, 5, 16))
+    compiled = tt.compile_model(model, args)
+    with torch.no_grad():
+        want = model(*args)
+    assert float(want.abs().max()) > 0
+    assert float((compiled(*args) - want).abs().max()) <= 1e-5 * float(want.abs().max())
+
 
 def test_lstm_gru_and_rnn_unrolled_match_torch():
     """Outputs and final states, picked as models pick them (``out, (h, c) = lstm(x)``),

@@ -162,14 +162,17 @@ def group_norm(s: Importer, x: Any, groups: int, weight: Any, bias: Any, eps: fl
 def attention(s: Importer, q: Any, key: Any, v: Any, mask: Any, causal: bool,
               scale: float | None, w: str) -> TensorRef:
     """softmax(q k^T * scale + mask) v over the last two axes: a bool mask (or causal)
-    keeps where true, a float mask is added."""
+    keeps where true, a float mask is added (as is a graph value ``TensorRef``, which is
+    taken as a float mask)."""
     qs, ks = s.shape(q), s.shape(key)
     scores = s.op("matmul", [s.tensor(q, w), _permuted(s, key, _swap_last(len(ks)), w).name], w)
     scores = s.op("scalar", [scores.name], w, fn="mul",
                   value=float(scale) if scale is not None else 1.0 / math.sqrt(qs[-1]))
     if causal:
         mask = s.torch.ones(qs[-2], ks[-2], dtype=s.torch.bool).tril()
-    if mask is not None:
+    if isinstance(mask, TensorRef):
+        scores = s.op("add", [scores.name, mask.name], w)
+    elif mask is not None:
         m = s.arg(mask)
         is_bool = (m.dtype if isinstance(m, s.torch.Tensor)
                    else s.values[mask.name].dtype) == s.torch.bool
@@ -198,9 +201,6 @@ def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
     projection; its averaged weights are an error where they are read."""
     q, key, v = (n.args + (None, None))[:3] if len(n.args) >= 3 else (
         n.args[0], n.kwargs.get("key"), n.kwargs.get("value"))
-    for name in ("key_padding_mask", "attn_mask"):
-        if n.kwargs.get(name) is not None:
-            raise GraphError(f"{w}: MultiheadAttention with {name} is not supported")
     if m.in_proj_weight is None or m.bias_k is not None:
         raise GraphError(f"{w}: MultiheadAttention with separate key/value sizes or "
                          "add_bias_kv is not supported")
@@ -229,7 +229,8 @@ def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
     else:
         parts = [heads(project(x, wx, bx)) for x, wx, bx in ((q, wq, bq), (key, wk, bk),
                                                               (v, wv, bv))]
-    o = attention(s, parts[0], parts[1], parts[2], None, False, None, w)
+    o = attention(s, parts[0], parts[1], parts[2], _mha_mask(s, n, s.shape(parts[0]), w),
+                  False, None, w)
     b, _, length, _ = s.shape(o)
     o = s.reshape(_permuted(s, o, (0, 2, 1, 3), w), (b, length, e), w)
     o = s.linear(o, m.out_proj.weight, m.out_proj.bias, w)
@@ -237,6 +238,32 @@ def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
         o = _permuted(s, o, (1, 0, 2), w)
     return [o, Unsupported(f"{w}: MultiheadAttention's attention weights are not supported; "
                            "pass need_weights=False and read only the output")]
+
+
+def _mha_mask(s: Importer, n: Any, qshape: tuple[int, ...], w: str) -> TensorRef | None:
+    """``nn.MultiheadAttention``'s ``key_padding_mask`` [B, S] and ``attn_mask`` [L, S] or
+    [B * heads, L, S] as one float mask added to the scores [B, heads, L, S]; a bool one
+    is true where a query may not look (the opposite of scaled_dot_product_attention's)."""
+    b, h, length, _ = qshape
+    found: list[str] = []
+    for name, pos in (("key_padding_mask", 3), ("attn_mask", 5)):
+        arg = n.kwargs.get(name, n.args[pos] if len(n.args) > pos else None)
+        if arg is None:
+            continue
+        val = s.arg(arg)
+        dtype = val.dtype if isinstance(val, s.torch.Tensor) else s.values[arg.name].dtype
+        ref = TensorRef(s.tensor(val, w))
+        if dtype == s.torch.bool:
+            ref = s.op("where", [ref.name, s.tensor(-math.inf, w), s.tensor(0.0, w)], w)
+        shape = s.shape(ref)
+        if name == "key_padding_mask":
+            ref = s.reshape(ref, (b, 1, 1, shape[-1]), w)
+        elif len(shape) == 3:
+            ref = s.reshape(ref, (b, h, length, shape[-1]), w)
+        found.append(ref.name)
+    if not found:
+        return None
+    return TensorRef(found[0]) if len(found) == 1 else s.op("add", found, w)
 
 
 def as_root(torch: Any, module: Any) -> Any:
