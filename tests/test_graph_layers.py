@@ -130,6 +130,15 @@ def test_attention_with_masks_and_multihead_attention():
                     + F.scaled_dot_product_attention(x, x, x, attn_mask=self.bias, scale=0.3))
     check(Masked().eval(), torch.randn(2, 5, 8))
 
+    class Grouped(nn.Module):              # 4 query heads over 2 key/value heads
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("kv", torch.randn(2, 2, 6, 8))
+
+        def forward(self, q):
+            return F.scaled_dot_product_attention(q, self.kv, self.kv * 0.5, enable_gqa=True)
+    check(Grouped().eval(), torch.randn(2, 4, 5, 8))
+
     for batch_first in (True, False):
         mha = randomized(nn.MultiheadAttention(16, 4, batch_first=batch_first))
 

@@ -188,12 +188,30 @@ def _sdpa(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     if float(s.arg(_kw(a, k, 4, "dropout_p", 0.0))) > 0:
         raise GraphError(f"{w}: attention with dropout_p > 0 drops at random; pass 0 at "
                          "inference")
-    if s.shape(a[0])[:-2] != s.shape(a[1])[:-2]:
-        raise GraphError(f"{w}: attention with {list(s.shape(a[0]))} queries and "
-                         f"{list(s.shape(a[1]))} keys (grouped heads) is not supported")
-    return attention(s, a[0], a[1], a[2], _kw(a, k, 3, "attn_mask", None),
+    qs, ks = s.shape(a[0]), s.shape(a[1])
+    key, value = a[1], a[2]
+    if qs[:-2] != ks[:-2]:
+        group = qs[-3] // ks[-3] if len(qs) >= 3 and len(ks) == len(qs) and ks[-3] else 0
+        if not (bool(s.arg(k.get("enable_gqa", False))) and qs[:-3] == ks[:-3]
+                and group * ks[-3] == qs[-3]):
+            raise GraphError(f"{w}: attention with {list(qs)} queries and {list(ks)} keys "
+                             "(grouped heads need enable_gqa=True and a whole number of "
+                             "query heads per key head)")
+        key, value = (_grouped(s, x, group, w) for x in (a[1], a[2]))
+    return attention(s, a[0], key, value, _kw(a, k, 3, "attn_mask", None),
                      bool(s.arg(_kw(a, k, 5, "is_causal", False))),
                      s.arg(_kw(a, k, 6, "scale", None)), w)
+
+
+def _grouped(s: Importer, x: Any, group: int, w: str) -> TensorRef:
+    """Keys or values [..., H, S, D] with each head repeated ``group`` times in place
+    (head h serves query heads h * group to h * group + group - 1, as PyTorch's
+    ``enable_gqa``): [..., H * group, S, D]."""
+    shape = s.shape(x)
+    lead, heads = shape[:-3], shape[-3]
+    one = s.reshape(x, (*lead, heads, 1, *shape[-2:]), w)
+    wide = s.op("broadcast", [one.name], w, shape=(*lead, heads, group, *shape[-2:]))
+    return s.reshape(wide, (*lead, heads * group, *shape[-2:]), w)
 
 
 def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
