@@ -1,8 +1,8 @@
 """The torch functions and modules ``from_torch`` imports beyond ``torch_functions``'
 core: the 1-d and transposed convolutions, 1-d and adaptive max pooling, group and
 instance norm, ``pad`` and the pad modules, ``interpolate``/``nn.Upsample``, ``prelu``,
-``normalize``, ``cumsum``, more element-wise math, scaled dot-product attention and
-``nn.MultiheadAttention`` (the moving of data is ``torch_shapes``'). Each is written
+``normalize``, ``cumsum``, more element-wise math (attention is ``torch_attention``'s, the
+moving of data ``torch_shapes``'). Each is written
 with the graph's ops (``graph.ops``, ``graph.layout_ops``), so it fuses and tunes like
 the rest.
 
@@ -14,16 +14,16 @@ Example:
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .ir import GraphError
-from .torch_functions import TensorRef, Unsupported, _kw, _unary, axis_slice, to_numpy
+from .torch_attention import multihead, sdpa
+from .torch_functions import TensorRef, _kw, _unary, axis_slice, to_numpy
 from .torch_rnn import recurrent
-from .torch_shapes import _permuted, _swap_last, shuffle
+from .torch_shapes import shuffle
 
 if TYPE_CHECKING:
     from .from_torch import _Importer as Importer
@@ -136,18 +136,37 @@ def conv1d(s: Importer, x: Any, weight: Any, bias: Any, stride: Any, padding: An
 
 def conv_transpose2d(s: Importer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
                      output_padding: Any, groups: int, dilation: Any, w: str) -> TensorRef:
+    """A transposed convolution; with groups, one per group of input channels (its rows
+    of PyTorch's [C, K / groups, R, S] weight), their outputs concatenated."""
     from .from_torch import _pair
 
-    if groups != 1:
-        raise GraphError(f"{w}: transposed convolution with groups={groups} is not supported")
+    wts = weight if isinstance(weight, np.ndarray) else to_numpy(weight)
+    attrs = {"stride": _pair(stride), "padding": _pair(padding),
+             "dilation": _pair(dilation), "output_padding": _pair(output_padding)}
     # PyTorch's [C, K, R, S] as the convolution's [C, R, S, K], flipped in R and S.
-    wt = np.ascontiguousarray(to_numpy(weight).transpose(0, 2, 3, 1)[:, ::-1, ::-1, :])
-    y = s.op("conv_transpose2d", [s.tensor(x, w), s.g.const("w", wt)], w,
-             stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation),
-             output_padding=_pair(output_padding))
+    parts = []
+    per = wts.shape[0] // groups
+    for g in range(groups):
+        xg = x if groups == 1 else axis_slice(s, TensorRef(s.tensor(x, w)), 1, g * per, per, w)
+        wt = np.ascontiguousarray(wts[g * per:(g + 1) * per].transpose(0, 2, 3, 1)[:, ::-1, ::-1])
+        parts.append(s.op("conv_transpose2d", [s.tensor(xg, w), s.g.const("w", wt)], w,
+                          **attrs).name)
+    y = TensorRef(parts[0]) if groups == 1 else s.op("concat", parts, w, axis=1)
     if bias is None:
         return y
     return s.op("add", [y.name, s.g.const("b", to_numpy(bias).reshape(-1, 1, 1))], w)
+
+
+def conv_transpose1d(s: Importer, x: Any, weight: Any, bias: Any, stride: Any, padding: Any,
+                     output_padding: Any, groups: int, dilation: Any, w: str) -> TensorRef:
+    """A 1-d transposed convolution as a 2-d one over rows of 1."""
+    n, c, length = s.shape(x)
+    rows = s.reshape(x, (n, c, 1, length), w)
+    y = conv_transpose2d(s, rows, to_numpy(weight)[:, :, None, :], bias, (1, _one(stride)),
+                         (0, _one(padding)), (0, _one(output_padding)), groups,
+                         (1, _one(dilation)), w)
+    ys = s.shape(y)
+    return s.reshape(y, (ys[0], ys[1], ys[3]), w)
 
 
 def group_norm(s: Importer, x: Any, groups: int, weight: Any, bias: Any, eps: float,
@@ -157,131 +176,6 @@ def group_norm(s: Importer, x: Any, groups: int, weight: Any, bias: Any, eps: fl
     beta = to_numpy(bias) if bias is not None else np.zeros(c, "float32")
     return s.op("group_norm", [s.tensor(x, w), s.g.const("gamma", gamma),
                                s.g.const("beta", beta)], w, groups=int(groups), eps=float(eps))
-
-
-def attention(s: Importer, q: Any, key: Any, v: Any, mask: Any, causal: bool,
-              scale: float | None, w: str) -> TensorRef:
-    """softmax(q k^T * scale + mask) v over the last two axes: a bool mask (or causal)
-    keeps where true, a float mask is added (as is a graph value ``TensorRef``, which is
-    taken as a float mask)."""
-    qs, ks = s.shape(q), s.shape(key)
-    scores = s.op("matmul", [s.tensor(q, w), _permuted(s, key, _swap_last(len(ks)), w).name], w)
-    scores = s.op("scalar", [scores.name], w, fn="mul",
-                  value=float(scale) if scale is not None else 1.0 / math.sqrt(qs[-1]))
-    if causal:
-        mask = s.torch.ones(qs[-2], ks[-2], dtype=s.torch.bool).tril()
-    if isinstance(mask, TensorRef):
-        scores = s.op("add", [scores.name, mask.name], w)
-    elif mask is not None:
-        m = s.arg(mask)
-        is_bool = (m.dtype if isinstance(m, s.torch.Tensor)
-                   else s.values[mask.name].dtype) == s.torch.bool
-        if is_bool:
-            scores = s.op("where", [s.tensor(m, w), scores.name, s.tensor(-math.inf, w)], w)
-        else:
-            scores = s.op("add", [scores.name, s.tensor(m, w)], w)
-    probs = s.op("softmax", [scores.name], w, axis=-1)
-    return s.op("matmul", [probs.name, s.tensor(v, w)], w)
-
-
-def _sdpa(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
-    if float(s.arg(_kw(a, k, 4, "dropout_p", 0.0))) > 0:
-        raise GraphError(f"{w}: attention with dropout_p > 0 drops at random; pass 0 at "
-                         "inference")
-    qs, ks = s.shape(a[0]), s.shape(a[1])
-    key, value = a[1], a[2]
-    if qs[:-2] != ks[:-2]:
-        group = qs[-3] // ks[-3] if len(qs) >= 3 and len(ks) == len(qs) and ks[-3] else 0
-        if not (bool(s.arg(k.get("enable_gqa", False))) and qs[:-3] == ks[:-3]
-                and group * ks[-3] == qs[-3]):
-            raise GraphError(f"{w}: attention with {list(qs)} queries and {list(ks)} keys "
-                             "(grouped heads need enable_gqa=True and a whole number of "
-                             "query heads per key head)")
-        key, value = (_grouped(s, x, group, w) for x in (a[1], a[2]))
-    return attention(s, a[0], key, value, _kw(a, k, 3, "attn_mask", None),
-                     bool(s.arg(_kw(a, k, 5, "is_causal", False))),
-                     s.arg(_kw(a, k, 6, "scale", None)), w)
-
-
-def _grouped(s: Importer, x: Any, group: int, w: str) -> TensorRef:
-    """Keys or values [..., H, S, D] with each head repeated ``group`` times in place
-    (head h serves query heads h * group to h * group + group - 1, as PyTorch's
-    ``enable_gqa``): [..., H * group, S, D]."""
-    shape = s.shape(x)
-    lead, heads = shape[:-3], shape[-3]
-    one = s.reshape(x, (*lead, heads, 1, *shape[-2:]), w)
-    wide = s.op("broadcast", [one.name], w, shape=(*lead, heads, group, *shape[-2:]))
-    return s.reshape(wide, (*lead, heads * group, *shape[-2:]), w)
-
-
-def _multihead(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
-    """``nn.MultiheadAttention`` at inference: projections, heads, attention, output
-    projection; its averaged weights are an error where they are read."""
-    q, key, v = (n.args + (None, None))[:3] if len(n.args) >= 3 else (
-        n.args[0], n.kwargs.get("key"), n.kwargs.get("value"))
-    if m.in_proj_weight is None or m.bias_k is not None:
-        raise GraphError(f"{w}: MultiheadAttention with separate key/value sizes or "
-                         "add_bias_kv is not supported")
-    shape = s.shape(q)
-    if len(shape) != 3:
-        raise GraphError(f"{w}: MultiheadAttention on {list(shape)}: batched 3-d inputs only")
-    h, e = m.num_heads, m.embed_dim
-    wq, wk, wv = to_numpy(m.in_proj_weight).reshape(3, e, e)
-    bq, bk, bv = (to_numpy(m.in_proj_bias).reshape(3, e) if m.in_proj_bias is not None
-                  else (None,) * 3)
-
-    def project(x: Any, weight: np.ndarray, bias: Any) -> TensorRef:
-        return s.linear(x if m.batch_first else _permuted(s, x, (1, 0, 2), w), weight, bias, w)
-
-    def heads(y: TensorRef, part: int = 0) -> TensorRef:
-        b, length, width = s.shape(y)
-        if width != e:        # one of the self-attention's three: its slice of columns
-            y = axis_slice(s, y, -1, part * e, e, w)
-        return _permuted(s, s.reshape(y, (b, length, h, e // h), w), (0, 2, 1, 3), w)
-    if q is key is v:
-        # Self-attention: one projection to q, k and v together (one product of three
-        # times the width, rather than three), its columns sliced apart.
-        qkv = project(q, to_numpy(m.in_proj_weight), None if m.in_proj_bias is None else
-                      to_numpy(m.in_proj_bias))
-        parts = [heads(qkv, i) for i in range(3)]
-    else:
-        parts = [heads(project(x, wx, bx)) for x, wx, bx in ((q, wq, bq), (key, wk, bk),
-                                                              (v, wv, bv))]
-    o = attention(s, parts[0], parts[1], parts[2], _mha_mask(s, n, s.shape(parts[0]), w),
-                  False, None, w)
-    b, _, length, _ = s.shape(o)
-    o = s.reshape(_permuted(s, o, (0, 2, 1, 3), w), (b, length, e), w)
-    o = s.linear(o, m.out_proj.weight, m.out_proj.bias, w)
-    if not m.batch_first:
-        o = _permuted(s, o, (1, 0, 2), w)
-    return [o, Unsupported(f"{w}: MultiheadAttention's attention weights are not supported; "
-                           "pass need_weights=False and read only the output")]
-
-
-def _mha_mask(s: Importer, n: Any, qshape: tuple[int, ...], w: str) -> TensorRef | None:
-    """``nn.MultiheadAttention``'s ``key_padding_mask`` [B, S] and ``attn_mask`` [L, S] or
-    [B * heads, L, S] as one float mask added to the scores [B, heads, L, S]; a bool one
-    is true where a query may not look (the opposite of scaled_dot_product_attention's)."""
-    b, h, length, _ = qshape
-    found: list[str] = []
-    for name, pos in (("key_padding_mask", 3), ("attn_mask", 5)):
-        arg = n.kwargs.get(name, n.args[pos] if len(n.args) > pos else None)
-        if arg is None:
-            continue
-        val = s.arg(arg)
-        dtype = val.dtype if isinstance(val, s.torch.Tensor) else s.values[arg.name].dtype
-        ref = TensorRef(s.tensor(val, w))
-        if dtype == s.torch.bool:
-            ref = s.op("where", [ref.name, s.tensor(-math.inf, w), s.tensor(0.0, w)], w)
-        shape = s.shape(ref)
-        if name == "key_padding_mask":
-            ref = s.reshape(ref, (b, 1, 1, shape[-1]), w)
-        elif len(shape) == 3:
-            ref = s.reshape(ref, (b, h, length, shape[-1]), w)
-        found.append(ref.name)
-    if not found:
-        return None
-    return TensorRef(found[0]) if len(found) == 1 else s.op("add", found, w)
 
 
 def as_root(torch: Any, module: Any) -> Any:
@@ -316,11 +210,12 @@ def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
             x = _pad(s, [x, (m.padding[0],) * 2, m.padding_mode], {}, w)
             padding = 0
         return conv1d(s, x, m.weight, m.bias, m.stride, padding, m.dilation, m.groups, w)
-    if isinstance(m, nn.ConvTranspose2d):
+    if isinstance(m, (nn.ConvTranspose1d, nn.ConvTranspose2d)):
         if n.args[1:] or n.kwargs.get("output_size") is not None:
-            raise GraphError(f"{w}: ConvTranspose2d with output_size is not supported")
-        return conv_transpose2d(s, x, m.weight, m.bias, m.stride, m.padding,
-                                m.output_padding, m.groups, m.dilation, w)
+            raise GraphError(f"{w}: {type(m).__name__} with output_size is not supported")
+        fn = conv_transpose1d if isinstance(m, nn.ConvTranspose1d) else conv_transpose2d
+        return fn(s, x, m.weight, m.bias, m.stride, m.padding, m.output_padding, m.groups,
+                  m.dilation, w)
     if isinstance(m, nn.GroupNorm):
         return group_norm(s, x, m.num_groups, m.weight if m.affine else None,
                           m.bias if m.affine else None, m.eps, w)
@@ -337,7 +232,7 @@ def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
     if isinstance(m, nn.Mish):
         return s.op("mish", [s.tensor(x, w)], w)
     if isinstance(m, nn.MultiheadAttention):
-        return _multihead(s, n, m, w)
+        return multihead(s, n, m, w)
     if isinstance(m, (nn.LSTM, nn.GRU, nn.RNN)):
         return recurrent(s, n, m, w)
     if isinstance(m, nn.PixelShuffle):
@@ -361,6 +256,14 @@ def layer_module(s: Importer, n: Any, m: Any, w: str) -> Any:
     return None
 
 
+def _conv_transpose(fn: Callable[..., TensorRef], s: Importer, a: list[Any],
+                    k: dict[str, Any], w: str) -> TensorRef:
+    return fn(s, a[0], s.arg(_kw(a, k, 1, "weight", None)), s.arg(_kw(a, k, 2, "bias", None)),
+              s.arg(_kw(a, k, 3, "stride", 1)), s.arg(_kw(a, k, 4, "padding", 0)),
+              s.arg(_kw(a, k, 5, "output_padding", 0)), int(_kw(a, k, 6, "groups", 1)),
+              s.arg(_kw(a, k, 7, "dilation", 1)), w)
+
+
 LAYER_FUNCS: dict[str, Handler] = {
     "sin": _unary("sin"), "cos": _unary("cos"), "floor": _unary("floor"),
     "ceil": _unary("ceil"), "sign": _unary("sign"), "mish": _unary("mish"),
@@ -370,15 +273,12 @@ LAYER_FUNCS: dict[str, Handler] = {
         s, a[0], s.arg(_kw(a, k, 1, "weight", None)), s.arg(_kw(a, k, 2, "bias", None)),
         s.arg(_kw(a, k, 3, "stride", 1)), s.arg(_kw(a, k, 4, "padding", 0)),
         s.arg(_kw(a, k, 5, "dilation", 1)), int(_kw(a, k, 6, "groups", 1)), w),
-    "conv_transpose2d": lambda s, a, k, w: conv_transpose2d(
-        s, a[0], s.arg(_kw(a, k, 1, "weight", None)), s.arg(_kw(a, k, 2, "bias", None)),
-        s.arg(_kw(a, k, 3, "stride", 1)), s.arg(_kw(a, k, 4, "padding", 0)),
-        s.arg(_kw(a, k, 5, "output_padding", 0)), int(_kw(a, k, 6, "groups", 1)),
-        s.arg(_kw(a, k, 7, "dilation", 1)), w),
+    "conv_transpose2d": lambda s, a, k, w: _conv_transpose(conv_transpose2d, s, a, k, w),
+    "conv_transpose1d": lambda s, a, k, w: _conv_transpose(conv_transpose1d, s, a, k, w),
     "group_norm": lambda s, a, k, w: group_norm(
         s, a[0], int(s.arg(_kw(a, k, 1, "num_groups", 1))), s.arg(_kw(a, k, 2, "weight", None)),
         s.arg(_kw(a, k, 3, "bias", None)), float(s.arg(_kw(a, k, 4, "eps", 1e-5))), w),
-    "scaled_dot_product_attention": _sdpa,
+    "scaled_dot_product_attention": sdpa,
     "max_pool1d": _pool1d("max_pool2d"), "avg_pool1d": _pool1d("avg_pool2d"),
     "adaptive_max_pool2d": _adaptive_max,
     "cumsum": lambda s, a, k, w: s.op("cumsum", [s.tensor(a[0], w)], w,
