@@ -4,7 +4,8 @@ cross-attention, key padding and attention masks), written with the graph's matm
 softmax and layout ops so they fuse and tune like the rest.
 
 Example:
-    >>> graph = from_torch(Block(nn.MultiheadAttention(16, 4)).eval(), torch.randn(5, 2, 16))
+    >>> LAYER_FUNCS["scaled_dot_product_attention"] is sdpa    # as torch_layers maps it
+    True
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def sdpa(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
     key, value = a[1], a[2]
     if qs[:-2] != ks[:-2]:
         group = qs[-3] // ks[-3] if len(qs) >= 3 and len(ks) == len(qs) and ks[-3] else 0
-        if not (bool(s.arg(k.get("enable_gqa", False))) and qs[:-3] == ks[:-3]
+        if not (bool(s.arg(_kw(a, k, 7, "enable_gqa", False))) and qs[:-3] == ks[:-3]
                 and group * ks[-3] == qs[-3]):
             raise GraphError(f"{w}: attention with {list(qs)} queries and {list(ks)} keys "
                              "(grouped heads need enable_gqa=True and a whole number of "
