@@ -166,6 +166,10 @@ def test_vector_exp_is_accurate():
     a[2] = np.random.default_rng(0).uniform(-30, 30, 64)
     ref = np.exp(a.astype(np.float64))
     assert np.max(np.abs(k(a) - ref) / ref) < 1e-6
+    # Below the range and at -inf: exactly 0 (a masked softmax's weights), never a
+    # tiny normal that a division turns into a denormal.
+    a[3, :4] = [-88.4, -100.0, -1e30, -np.inf]
+    assert np.all(k(a)[3, :4] == 0.0)
 
 
 def test_vector_division_by_a_row_value_multiplies_by_its_reciprocal():

@@ -210,12 +210,13 @@ def test_float64_exp_is_vector_code_and_accurate_to_an_ulp():
                         rng.uniform(-3, 3, 1000), edges])
     # NumPy's exp is correctly rounded here to within an ulp; ours within two of it.
     assert _max_rel(k, a, np.exp(a)) < 4.5e-16
-    # Past the range: the largest double above, the least normal below (not inf or 0,
-    # as the float32 exp stops at its own range).
-    b = np.concatenate([[800.0, -800.0], np.full(4094, 0.5)])
+    # Past the range: the largest double above (not inf, as the float32 exp stops at its
+    # own range); 0 from -709 down and at -inf (not the least normal, which a later
+    # division makes a denormal).
+    b = np.concatenate([[800.0, -800.0, -np.inf, -709.5], np.full(4092, 0.5)])
     got = k(b)
     assert np.isfinite(got[0]) and got[0] > 1.79e308
-    assert 0 < got[1] < 2.3e-308
+    assert got[1] == got[2] == got[3] == 0.0
 
 
 @pytest.mark.parametrize("c", [1.0, 2.0, 3, 4.0, 0.5, -0.5, -1.0, -2.0])

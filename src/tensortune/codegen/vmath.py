@@ -97,9 +97,14 @@ def _min_max(dtype: str, w: int, vt: str, name: str, cmp: str) -> str:
 # then 2^n built in the exponent bits (relative error < 1e-7). n = round(x / ln2) by
 # adding and subtracting 1.5 * 2^23 (two instructions where a floor takes six), which
 # also keeps r in [-ln2/2, ln2/2], the range cephes fitted the polynomial on; n stops at
-# 127 so that 2^n stays a normal float at the top of the range.
+# 127 so that 2^n stays a normal float at the top of the range. At the bottom x stops at
+# -88.3, where n = -127 makes 2^n's bits all zero: e^x is 0 from there down (-inf
+# included). It stopped at -87.3 before, which gave the least normal float for -inf; a
+# softmax's division made that a denormal, and an attention's product over those
+# probabilities ran 7.5x slower (a key padding mask; RESULTS.md). Between the two, e^x
+# is the denormal it is.
 _VEXP = """static inline V tt_vexp_S(V x) {
-  x = tt_vmin_S(tt_vmax_S(x, (V){} - 87.3f), (V){} + 88.7f);
+  x = tt_vmin_S(tt_vmax_S(x, (V){} - 88.3f), (V){} + 88.7f);
   V f = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   f = tt_vmin_S(f, (V){} + 127.0f);
   V r = x - f * 0.693359375f + f * 2.12194440e-4f;
@@ -116,10 +121,11 @@ _VEXP = """static inline V tt_vexp_S(V x) {
 # float64 exp(x): the same reduction in double (n = round(x / ln2) by adding and
 # subtracting 1.5 * 2^52; ln2 in two parts) and cephes' rational for e^r,
 # 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2)) (relative error ~2e-16 on [-ln2/2, ln2/2]); n
-# stops at 1023 so that 2^n is a normal double. A float64 exp was libm's scalar call:
-# 0.72x PyTorch over a 1024 x 1024 array on the AVX-512 host (RESULTS.md).
+# stops at 1023 so that 2^n is a normal double; x stops at -709, where n = -1023 makes
+# 2^n 0, as the float32 exp. A float64 exp was libm's scalar call: 0.72x PyTorch over a
+# 1024 x 1024 array on the AVX-512 host (RESULTS.md).
 _VEXP64 = """static inline V tt_vexp_S(V x) {
-  x = tt_vmin_S(tt_vmax_S(x, (V){} - 708.39641853226410), (V){} + 709.78271289338400);
+  x = tt_vmin_S(tt_vmax_S(x, (V){} - 709.0), (V){} + 709.78271289338400);
   V f = (x * 1.4426950408889634074 + 6755399441055744.0) - 6755399441055744.0;
   f = tt_vmin_S(f, (V){} + 1023.0);
   V r = x - f * 6.93145751953125e-1 - f * 1.42860682030941723212e-6;
