@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from .database import Database
 from .errors import TensorTuneError
@@ -87,7 +86,7 @@ def _show_stored(db: Database, stored: list[tuple[str, str, float, int]], path: 
             print(f"# {name} (workload {hash_}): no valid record on this machine "
                   f"({others} other machine(s) hold records of it)\n")
             continue
-        rec: Any = top[0]
+        rec = top[0]
         rate = f", {flops / rec.latency / 1e9:.1f} GFLOP/s" if flops else ""
         print(f"# {name} (workload {hash_}): best of {db.count(hash_, fp)} records on this "
               f"machine: {rec.latency * 1e3:.4f} ms{rate}")

@@ -5,8 +5,8 @@ float32), the model inputs, and each group's output (aligned). A reshape-only gr
 view of its input's buffer. The argument array of each kernel call is built once too, so
 a call of the model is: copy the inputs in, run the kernels, copy the outputs out.
 
-The kernels run from one C loop (``run_steps``), not one ctypes call each: about 1.5 us
-a kernel here, 4-9% of an unrolled RNN's call of 65-96 small kernels (RESULTS.md).
+The kernels run from one C loop (``run_steps``), not one ctypes call each: 0.6-2.6 us a
+kernel here, 4-9% of an unrolled RNN's call of 65-96 small kernels (RESULTS.md).
 
 Example:
     >>> ex = Executor(graph, groups, kernels)

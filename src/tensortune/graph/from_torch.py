@@ -65,6 +65,7 @@ class _Importer:
         self.env: dict[str, Any] = {}
         self.current = ""
         self.consts: dict[int, tuple[Any, str]] = {}   # id -> (tensor kept alive, node)
+        self.transposed: dict[int, tuple[Any, str]] = {}   # the same, of a weight's .T
         self.modules = dict(self.gm.named_modules())
         self.folded: dict[str, Any] = {}   # conv node name -> the batch norm folded into it
         self._find_folds()
@@ -338,9 +339,16 @@ class _Importer:
     def linear(self, x: Any, weight: Any, bias: Any, where: str) -> TensorRef:
         """``x @ weight.T + bias`` with nn.Linear's [out, in] weight (a torch tensor or an
         array; ``bias`` may be None): a ``dense`` op and a broadcast add."""
-        def arr(t: Any) -> np.ndarray:
-            return to_numpy(t) if isinstance(t, self.torch.Tensor) else np.asarray(t)
-        y = self.op("dense", [self.tensor(x, where), self.g.const("w", arr(weight).T)], where)
+        if isinstance(weight, self.torch.Tensor):
+            # Transposed once per weight: an unrolled RNN's steps all call this with
+            # theirs (a 64-step LSTM's import spent 3.6 of 3.8 s transposing and hashing
+            # its 4 MiB state weight again each step; RESULTS.md).
+            if id(weight) not in self.transposed:
+                self.transposed[id(weight)] = (weight, self.g.const("w", to_numpy(weight).T))
+            wt = self.transposed[id(weight)][1]
+        else:
+            wt = self.g.const("w", np.asarray(weight).T)
+        y = self.op("dense", [self.tensor(x, where), wt], where)
         if bias is None:
             return y
         return self.binary("add", y, bias if isinstance(bias, self.torch.Tensor) else

@@ -38,14 +38,19 @@ def attention(s: Importer, q: Any, key: Any, v: Any, mask: Any, causal: bool,
         scores = s.op("add", [scores.name, mask.name], w)
     elif mask is not None:
         m = s.arg(mask)
-        is_bool = (m.dtype if isinstance(m, s.torch.Tensor)
-                   else s.values[mask.name].dtype) == s.torch.bool
-        if is_bool:
+        if _is_bool(s, mask, m):
             scores = s.op("where", [s.tensor(m, w), scores.name, s.tensor(-math.inf, w)], w)
         else:
             scores = s.op("add", [scores.name, s.tensor(m, w)], w)
     probs = s.op("softmax", [scores.name], w, axis=-1)
     return s.op("matmul", [probs.name, s.tensor(v, w)], w)
+
+
+def _is_bool(s: Importer, arg: Any, val: Any) -> bool:
+    """Whether a mask argument (``val``, what ``s.arg`` made of ``arg``: a constant
+    tensor, or a graph value whose example run gives its dtype) is a bool one."""
+    dtype = val.dtype if isinstance(val, s.torch.Tensor) else s.values[arg.name].dtype
+    return bool(dtype == s.torch.bool)
 
 
 def sdpa(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
@@ -133,9 +138,8 @@ def _mha_mask(s: Importer, n: Any, qshape: tuple[int, ...], w: str) -> TensorRef
         if arg is None:
             continue
         val = s.arg(arg)
-        dtype = val.dtype if isinstance(val, s.torch.Tensor) else s.values[arg.name].dtype
         ref = TensorRef(s.tensor(val, w))
-        if dtype == s.torch.bool:
+        if _is_bool(s, arg, val):
             ref = s.op("where", [ref.name, s.tensor(-math.inf, w), s.tensor(0.0, w)], w)
         shape = s.shape(ref)
         if name == "key_padding_mask":

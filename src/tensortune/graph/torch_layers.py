@@ -145,9 +145,9 @@ def conv_transpose2d(s: Importer, x: Any, weight: Any, bias: Any, stride: Any, p
              "dilation": _pair(dilation), "output_padding": _pair(output_padding)}
     # PyTorch's [C, K, R, S] as the convolution's [C, R, S, K], flipped in R and S.
     parts = []
-    per = wts.shape[0] // groups
+    per, xin = wts.shape[0] // groups, TensorRef(s.tensor(x, w))
     for g in range(groups):
-        xg = x if groups == 1 else axis_slice(s, TensorRef(s.tensor(x, w)), 1, g * per, per, w)
+        xg = xin if groups == 1 else axis_slice(s, xin, 1, g * per, per, w)
         wt = np.ascontiguousarray(wts[g * per:(g + 1) * per].transpose(0, 2, 3, 1)[:, ::-1, ::-1])
         parts.append(s.op("conv_transpose2d", [s.tensor(xg, w), s.g.const("w", wt)], w,
                           **attrs).name)

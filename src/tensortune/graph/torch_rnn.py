@@ -59,14 +59,14 @@ def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | No
     return op("add", n, op("mul", z, op("sub", h, n))), None
 
 
-def _initial(s: Importer, kind: str, n: Any, shape: tuple[int, int, int], w: str
+def _initial(s: Importer, kind: str, n: Any, state: tuple[int, int], w: str
              ) -> Callable[[int], tuple[TensorRef, TensorRef | None]]:
-    """The initial (h, c) of layer-and-direction ``k`` (c None but for an LSTM): slice k
-    of the call's ``hx`` (``(h_0, c_0)`` for an LSTM), each ``shape`` [layers *
-    directions, B, H], or zeros when the call gives none."""
+    """The initial (h, c) of layer-and-direction ``k`` (c None but for an LSTM), each of
+    shape ``state`` [B, H]: slice k of the call's ``hx`` (``(h_0, c_0)`` for an LSTM,
+    [layers * directions, B, H] each), or zeros when the call gives none."""
     hx = s.arg(n.args[1]) if len(n.args) > 1 else s.arg(n.kwargs.get("hx"))
     if hx is None:
-        zeros = TensorRef(s.g.const("h0", np.zeros(shape[1:], "float32")))
+        zeros = TensorRef(s.g.const("h0", np.zeros(state, "float32")))
         return lambda k: (zeros, zeros if kind == "LSTM" else None)   # a GRU has no cell
     # (PyTorch's example run has checked the state's shapes by now.)
     refs = [TensorRef(s.tensor(v, w)) for v in (hx if kind == "LSTM" else [hx])]
@@ -88,7 +88,7 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
         x = _permuted(s, x, (1, 0, 2), w)
     steps, batch = s.shape(x)[:2]
     hidden, dirs = m.hidden_size, 2 if m.bidirectional else 1
-    initial = _initial(s, kind, n, (m.num_layers * dirs, batch, hidden), w)
+    initial = _initial(s, kind, n, (batch, hidden), w)
     last_h: list[TensorRef] = []
     last_c: list[TensorRef] = []
     for layer in range(m.num_layers):

@@ -75,12 +75,12 @@ def _extreme(op: str) -> Handler:
                         [s.tensor(a[0], w), s.tensor(other, w)], w)
         x = s.tensor(a[0], w)
         axes = tuple(range(len(s.shape(a[0])))) if other is None else (int(other),)
-        vals = s.op("amax" if op == "max" else "amin", [x], w, axes=axes,
-                    keepdim=bool(s.arg(_kw(a, k, 2, "keepdim", False))))
+        keep = bool(s.arg(_kw(a, k, 2, "keepdim", False)))
+        vals = s.op("amax" if op == "max" else "amin", [x], w, axes=axes, keepdim=keep)
         if other is None:
             return vals
         return [vals, s.op("argmax" if op == "max" else "argmin", [x], w, axis=int(other),
-                           keepdim=bool(s.arg(_kw(a, k, 2, "keepdim", False))))]
+                           keepdim=keep)]
     return handle
 
 
