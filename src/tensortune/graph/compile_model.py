@@ -33,10 +33,10 @@ class CompiledModel:
 
     def __init__(self, graph: Graph, groups: list[Group], tasks: list[Task],
                  states: list[TaskState], kernels: list[Kernel | None], tuned: list[bool],
-                 tune_seconds: float) -> None:
+                 tune_seconds: float, prepack: bool | str = True) -> None:
         self.graph, self.groups, self.tasks, self.states = graph, groups, tasks, states
         self.kernels, self.tuned, self.tune_seconds = kernels, tuned, tune_seconds
-        self.executor = Executor(graph, groups, kernels)
+        self.executor = Executor(graph, groups, kernels, prepack=prepack)
 
     def __call__(self, *inputs: Any) -> Any:
         return self.executor(*inputs)
@@ -67,6 +67,15 @@ class CompiledModel:
         est = f"{total * 1e3:.3f} ms" if total else "n/a"
         rows.append(f"{len(self.tasks)} tasks, {len(self.groups)} kernels; kernel time from "
                     f"tuning records {est}; tuning took {self.tune_seconds:.0f} s")
+        choices = self.executor.prepacker.choices if self.executor.prepacker else []
+        kept = [c for c in choices if c.kept]
+        if kept:
+            timed = [c for c in kept if c.tuned_us < float("inf")]
+            gain = f": {sum(c.tuned_us for c in timed):.1f} -> " \
+                f"{sum(c.packed_us for c in timed):.1f} us a call of each" if timed else ""
+            rows.append(f"{len(kept)} of {len(choices)} kernels with weight-only "
+                        f"stages run them once, at compile "
+                        f"({sum(c.packed_bytes for c in kept) / 1024:.0f} KiB){gain}")
         return "\n".join(rows)
 
 
@@ -74,13 +83,17 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
                   database: str | Path | Database | None = None,
                   target: Target | None = None, scheduler: str = "gradient",
                   batch_size: int = 16, seed: int | None = None,
-                  progress: Callable[[TaskState, dict], None] | None = None) -> CompiledModel:
+                  progress: Callable[[TaskState, dict], None] | None = None,
+                  prepack: bool | str = True) -> CompiledModel:
     """Compile ``model`` (an ``nn.Module`` in eval mode, or a ``graph.Graph``) for inputs
     shaped like ``example`` (a tensor or a tuple of them). ``trials`` new measurements are
     shared by the model's tasks through the task scheduler (``"gradient"`` or
     ``"round-robin"``); records already in ``database`` are reused, so a second call
     resumes. A task with no valid record runs a guessed schedule, not measured but
-    checked (``search.guess``: the bundled prior's pick of a few random draws)."""
+    checked (``search.guess``: the bundled prior's pick of a few random draws).
+    With ``prepack``, the stages of a kernel that read only weights run once, here, where
+    that computes the same and runs faster (``graph.prepack``; ``"always"``: wherever it
+    computes the same)."""
     whole_number("trials", trials, where="compile_model")
     whole_number("batch_size", batch_size, least=1, where="compile_model")
     tgt = target or Target.host()
@@ -110,7 +123,7 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
         kernels.append(None if f is None else by_hash[f.structural_hash()][0])
     tuned = [by_hash[t.workload][1] for t in tasks]
     return CompiledModel(graph, groups, tasks, sched.states if sched else [], kernels, tuned,
-                         seconds)
+                         seconds, prepack)
 
 
 def _task_kernel(func: PrimFunc, db: Database, target: Target) -> tuple[Kernel, bool]:

@@ -27,6 +27,7 @@ from ..codegen import Target, compile_source
 from ..kernel import Kernel, aligned_empty
 from .fuse import Group, view_index
 from .ir import Graph, GraphError
+from .prepack import Prepacker
 
 _RUN_STEPS = """#include <stdint.h>
 typedef int32_t (*tt_step)(void**);
@@ -58,7 +59,7 @@ def run_steps() -> Any:
 
 class Executor:
     def __init__(self, graph: Graph, groups: list[Group],
-                 kernels: Sequence[Kernel | None]) -> None:
+                 kernels: Sequence[Kernel | None], prepack: bool | str = True) -> None:
         self.graph = graph
         self.groups = groups
         self.kernels = list(kernels)
@@ -70,6 +71,11 @@ class Executor:
             bufs[name] = aligned_empty(node.shape, node.dtype)
         self.steps: list[tuple[Any, Any]] = []
         self.step_groups: list[int] = []        # the group each step runs
+        self.step_kernels: list[Kernel] = []    # the kernel each step runs
+        # Kernels whose stages read only weights may run them once, here (prepack.py).
+        if prepack not in (True, False, "always"):
+            raise GraphError(f"prepack is True, False or 'always', not {prepack!r}")
+        self.prepacker = Prepacker(always=prepack == "always") if prepack else None
         for gi, (grp, kern) in enumerate(zip(groups, self.kernels)):
             out = graph.nodes[grp.output]
             ins = grp.inputs(graph)
@@ -92,9 +98,13 @@ class Executor:
                     raise GraphError(f"kernel {kern.func.name}: parameter {p.name} is "
                                      f"{p.dtype}{list(p.shape)}, buffer is "
                                      f"{a.dtype}{list(a.shape)}")
+            if self.prepacker is not None:
+                kern, arrays = self.prepacker.step(
+                    kern, arrays, {j for j, i in enumerate(ins) if i in graph.consts})
             argv = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
             self.steps.append((kern._fn, argv))
             self.step_groups.append(gi)
+            self.step_kernels.append(kern)
         self.buffers = bufs
         n = len(self.steps)
         self._fns = (ctypes.c_void_p * n)(*[ctypes.cast(fn, ctypes.c_void_p).value
