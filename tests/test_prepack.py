@@ -3,6 +3,7 @@ constants, cut out and run once, leave a kernel that computes what the whole did
 executor runs that kernel only where it checked equal and ran faster."""
 
 import ctypes
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,11 +13,16 @@ from hypothesis import strategies as st
 from torch import nn
 
 import tensortune as tt
+from tensortune.codegen import compile_source
+from tensortune.codegen.joint import prefix
 from tensortune.graph.executor import Executor
-from tensortune.graph.prepack import split_constant_stages
+from tensortune.graph.prepack import Prepacker
+from tensortune.kernel import Kernel
+from tensortune.measure.builder import write_c
 from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.rewrite.winograd import winograd
 from tensortune.space.space_generator import PostOrderApply, sample
+from tensortune.tir.constant_stages import split_constant_stages
 from tensortune.workloads.conv import conv_layer
 
 TARGET = tt.Target.host()
@@ -69,9 +75,9 @@ def test_what_cannot_be_cut_is_said():
 
 
 def test_an_lstm_reads_one_packed_weight_per_matrix():
-    """An unrolled LSTM's step products run packed kernels that share one packed state
-    weight (step 0, whose state is a constant zero, too), and the model computes
-    PyTorch's result with them; measured, a packed form runs only where it was faster."""
+    """An unrolled LSTM's tasks mark their weights; its step products run cut kernels
+    that share one packed state weight (step 0, whose state is a constant zero, too),
+    and the model computes PyTorch's result with them, and without them."""
     torch.manual_seed(0)
 
     class Last(nn.Module):
@@ -86,7 +92,9 @@ def test_an_lstm_reads_one_packed_weight_per_matrix():
     x = torch.randn(16, 2, 16)
     with torch.no_grad():
         want = model(x).numpy()
-    compiled = tt.compile_model(model, x, prepack="always")
+    compiled = tt.compile_model(model, x)
+    assert {t.name.split("#")[0]: t.func.weights for t in compiled.tasks}["dense_add"] \
+        in ((1, 2), (1,))
     check_close(compiled(x).numpy(), want)
     ex = compiled.executor
     packed_steps = [i for i, k in enumerate(ex.step_kernels) if k not in compiled.kernels]
@@ -103,9 +111,67 @@ def test_an_lstm_reads_one_packed_weight_per_matrix():
     assert plain.prepacker is None and plain.step_kernels == [
         k for k in compiled.kernels if k is not None]
     check_close(plain(x.numpy()), want)
-    timed = Executor(compiled.graph, compiled.groups, compiled.kernels)
-    check_close(timed(x.numpy()), want)
-    for ch in timed.prepacker.choices:
-        assert ch.kept == (ch.packed_us < 0.98 * ch.tuned_us)
     with pytest.raises(tt.TensorTuneError, match="prepack is True, False or 'always'"):
         Executor(compiled.graph, compiled.groups, compiled.kernels, prepack="yes")
+
+
+def test_an_unmarked_kernel_is_cut_only_where_it_timed_faster():
+    """A kernel whose function marks no weights (tuned alone) is cut only when the cut
+    form checked equal and timed faster; the figures are kept."""
+    f, const, _ = CASES["gmm"]
+    kern = tt.build(_draw(f, 1))
+    ins = [a.astype("float32") for a in random_inputs(f, seed=1)]
+    arrays = ins + [np.empty(b.shape, "float32") for b in f.outputs]
+    packer = Prepacker()
+    got, args = packer.step(kern, arrays, const)
+    (choice,) = packer.choices
+    assert 0 < choice.tuned_us < float("inf") and 0 < choice.packed_us < float("inf")
+    assert choice.kept == (choice.packed_us < 0.98 * choice.tuned_us)
+    assert (got is not kern) == choice.kept and len(args) == len(arrays) + choice.kept
+    got(*args[:len(args) - 1], out=args[-1])
+    check_close(args[-1], evaluate(f, ins)[0])
+    assert packer.step(kern, arrays, set()) == (kern, arrays)   # no constants: as tuned
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(sorted(CASES)), seed=st.integers(0, 10_000))
+def test_searched_c_packs_the_weights_at_the_first_call_only(case, seed):
+    """A program of a function with marked weights is written as C that runs its
+    weight-only stages at the first call and when a weight comes at a new address or
+    after a release: each of those calls computes the reference (random inputs, then
+    other random weights), and the source is never joined with others."""
+    func, const, stage = CASES[case]
+    marked = replace(func, weights=tuple(sorted(const)))
+    sch = _draw(marked, seed)
+    assert sch.func.weights == marked.weights
+    source, err = write_c(lambda: sch.func, TARGET)
+    assert err is None and source is not None
+    staged = any(b.name == stage for b in sch.func.alloc_buffers)
+    assert ("tt_pk_buf" in source) == staged
+    if not staged:
+        return
+    assert prefix(source) is None
+    kern = Kernel(sch.func, source, compile_source(source, TARGET), TARGET)
+    for k in range(3):
+        ins = random_inputs(func, seed=seed + k)
+        if k == 2:
+            kern.release()
+            ins = random_inputs(func, seed=seed)
+        check_close(kern(*ins), evaluate(func, ins)[0])
+
+
+def test_a_task_with_marked_weights_is_tuned_without_their_stages(tmp_path):
+    """Tuning a function with marked weights: its records' C packs once, the best
+    kernel computes the reference, and the marked function is its own workload."""
+    f = CASES["gmm"][0]
+    marked = replace(f, weights=(1,))
+    assert marked.structural_hash() != f.structural_hash()
+    db = tmp_path / "w.db"
+    result = tt.tune(marked, trials=6, database=db, seed=0)
+    ins = random_inputs(f, seed=5)
+    check_close(result.kernel(*ins), evaluate(f, ins)[0])
+    kern = tt.compile(marked, database=db)
+    check_close(kern(*ins), evaluate(f, ins)[0])
+    assert "weights, packed once: B" in str(kern.func)
+    staged = any(b.name == "B_global" for b in kern.func.alloc_buffers)
+    assert ("tt_pk_buf" in kern.source) == staged

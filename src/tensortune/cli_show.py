@@ -21,7 +21,7 @@ from .errors import TensorTuneError
 
 def show_command(args: argparse.Namespace, shape: dict[str, int]) -> int:
     import tensortune as tt
-    from tensortune.codegen import emit_c, lower
+    from tensortune.codegen.packed_once import program_c
     from tensortune.measure import source_hash
     from tensortune.search.records import best_record, replay
     from tensortune.search.tune import stored_forms
@@ -46,7 +46,7 @@ def show_command(args: argparse.Namespace, shape: dict[str, int]) -> int:
     func = forms[0][1] if forms else given   # none: best_record says what is stored
     rec = best_record(func, db, target)
     sch = replay(func, rec)
-    source = emit_c(lower(sch.func), target)
+    source = program_c(sch.func, target)
     fp = target.fingerprint()
     for i, (label, f, top) in enumerate(forms):   # the first's best is ``rec``
         print(f"# {label + ' form: ' if len(forms) > 1 else ''}best of "

@@ -23,6 +23,10 @@ from __future__ import annotations
 
 from .c_header import KERNEL_STATICS
 
+# Marks a source that is not one kernel's C as the emitter writes it, and is not joined
+# (``packed_once``: two kernels renamed by ``#define``, and a wrapper).
+NOT_JOINABLE = "/* tt: not joinable */"
+
 # Where the emitter's kernel begins (``CEmitter.function``): what comes before is shared.
 KERNEL_START = KERNEL_STATICS.split("\n")[0]
 # The file-scope names each source defines after that point.
@@ -33,7 +37,7 @@ SYMBOLS = ("tt_ws_mine", "tt_ws_all", "tt_ws_keyed", "tt_ws_key", "tt_ws_outer",
 def prefix(source: str) -> str | None:
     """The text before ``source``'s kernel, which every source joined with it must share;
     None for a source that cannot be joined."""
-    if "#pragma GCC optimize" in source:
+    if "#pragma GCC optimize" in source or NOT_JOINABLE in source:
         return None
     at = source.find("\n" + KERNEL_START)
     return None if at < 0 else source[:at + 1]

@@ -115,13 +115,13 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
     if trials > 0 and sched is not None:
         sched.tune(trials)
     seconds = time.perf_counter() - t0
-    by_hash: dict[str, tuple[Kernel, bool]] = {}
+    kernels: list[Kernel | None] = [None] * len(funcs)
+    tuned: list[bool] = []
     for task in tasks:
-        by_hash[task.workload] = _task_kernel(task.func, db, tgt)
-    kernels: list[Kernel | None] = []
-    for f in funcs:
-        kernels.append(None if f is None else by_hash[f.structural_hash()][0])
-    tuned = [by_hash[t.workload][1] for t in tasks]
+        kern, was_tuned = _task_kernel(task.func, db, tgt)
+        tuned.append(was_tuned)
+        for g in task.groups:
+            kernels[g] = kern
     return CompiledModel(graph, groups, tasks, sched.states if sched else [], kernels, tuned,
                          seconds, prepack)
 

@@ -20,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import te
@@ -170,8 +170,10 @@ class Task:
 
 
 def extract_tasks(graph: Graph, groups: list[Group]) -> tuple[list[Task], list[PrimFunc | None]]:
-    """Distinct group functions with their weights, and each group's function (None for
-    a reshape-only group, which is a view)."""
+    """Distinct group functions with their weights (how many groups run each), and each
+    group's function (None for a reshape-only group, which is a view). A task's function
+    marks the inputs that are model constants in all its groups (``PrimFunc.weights``);
+    the groups' functions are unmarked."""
     tasks: dict[str, Task] = {}
     funcs: list[PrimFunc | None] = []
     for k, grp in enumerate(groups):
@@ -185,4 +187,12 @@ def extract_tasks(graph: Graph, groups: list[Group]) -> tuple[list[Task], list[P
             tasks[h] = Task(f"{f.name}#{len(tasks)}", f, 0)
         tasks[h].weight += 1
         tasks[h].groups.append(k)
+    # The inputs that are model constants in every group of a task are its weights: the
+    # search times its programs without the stages that read only them (graph.prepack).
+    for t in tasks.values():
+        common = set.intersection(*[
+            {j for j, name in enumerate(groups[g].inputs(graph)) if name in graph.consts}
+            for g in t.groups])
+        if common:
+            t.func = replace(t.func, weights=tuple(sorted(common)))
     return list(tasks.values()), funcs

@@ -119,7 +119,7 @@ def _rewrite(func: PrimFunc, prod: Block, con: Block, dbuf: Buffer, xbuf: Buffer
         out += [nest, _gather(st.buffer, dst, {d: dims[d].s for d in axes}, con.name)]
         body = _replace(func.body, prod, con, seq(out))
         allocs = tuple(b for b in func.alloc_buffers if b is not dbuf) + (xp, dst)
-        return PrimFunc(func.name, func.params, body, allocs, func.num_outputs)
+        return func.with_body(body, allocs)
     parts = []
     for ph in phases:
         dst, nest = _phase_block(con, dbuf, xp, dims, axes, ph, lo)
@@ -130,7 +130,7 @@ def _rewrite(func: PrimFunc, prod: Block, con: Block, dbuf: Buffer, xbuf: Buffer
     body = _replace(func.body, prod, con, seq(out))
     allocs = tuple(b for b in func.alloc_buffers if b is not dbuf) + (xp,) + tuple(
         b for b, _ in parts)
-    return PrimFunc(func.name, func.params, body, allocs, func.num_outputs)
+    return func.with_body(body, allocs)
 
 
 def _pad_nest(xp: Buffer, x: Buffer, lo: list[int]) -> Stmt:

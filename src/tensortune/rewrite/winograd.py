@@ -220,5 +220,4 @@ def _rewrite(func: PrimFunc, blk: Block, xbuf: Buffer, wbuf: Buffer, obuf: Buffe
         tops.append(body if blk.name in found else top)
         if blk.name in found and found != {blk.name}:
             return None   # the convolution shares its loops with another block
-    return PrimFunc(func.name, func.params, seq(tops), func.alloc_buffers + part.alloc_buffers,
-                    func.num_outputs)
+    return func.with_body(seq(tops), func.alloc_buffers + part.alloc_buffers)

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..codegen import Target, emit_c, lower
+from ..codegen import Target
+from ..codegen.packed_once import program_c
 from ..database import Database, DatabaseError, TuningRecord
 from ..errors import TensorTuneError
 from ..measure import BuildInput, BuildResult, LocalBuilder, LocalRunner, source_hash
@@ -121,7 +122,7 @@ def _lowered(func: PrimFunc, rec: TuningRecord, target: Target) -> tuple[Schedul
     """The record's schedule and the C it lowers to now; None if it no longer does."""
     try:
         sch = replay(func, rec)
-        return sch, emit_c(lower(sch.func), target)
+        return sch, program_c(sch.func, target)
     except TensorTuneError:
         return None
 
@@ -151,4 +152,4 @@ def fresh_best(func: PrimFunc, db: Database, target: Target, *, k: int = 5,
             retime_records(db, func, top, LocalBuilder(target), runner, ins, expected, rounds)
     rec = best_record(func, db, target)
     sch = replay(func, rec)
-    return rec, sch, emit_c(lower(sch.func), target)
+    return rec, sch, program_c(sch.func, target)

@@ -178,6 +178,10 @@ class PrimFunc:
     body: Stmt
     alloc_buffers: tuple[Buffer, ...] = ()
     num_outputs: int = 1
+    # Positions of inputs that are a model's weights (TVM's layout-free buffers): a
+    # searched program's stages that read only these run once, at its first call with
+    # them, not in its timing (``measure.builder.write_c``; ``graph.prepack``).
+    weights: tuple[int, ...] = ()
 
     @property
     def inputs(self) -> tuple[Buffer, ...]:

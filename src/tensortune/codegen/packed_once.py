@@ -1,0 +1,109 @@
+"""C for a searched program whose weight-only stages run once, not in its timing.
+
+A model's task marks the inputs that are weights (``PrimFunc.weights``). The stages of a
+program that read only them (``tir.constant_stages``: a weight's copy into the layout
+the kernel reads, the Winograd weight transform) compute the same values at every call,
+and the compiled model runs them once (``graph.prepack``). The search should then time
+the rest alone, as TVM does with layout-free buffers, or it ranks programs by work the
+model never does. This C does that in one library, with the usual symbols: the pack's
+stages run at the first call, into buffers the library keeps, and again only when a
+weight comes at another address or after ``tt_release``; every other call runs the
+rest. The first call (the runner's check) thus computes everything; the timing that
+follows does not pack. A weight changed in place at the same address is not packed
+again: the C is for measurement and for a model's weights, which never change.
+
+Example:
+    >>> source = packed_once_c(sch.func, target)   # None: nothing to pack
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..tir.constant_stages import split_constant_stages
+from ..tir.expr import dtype_bytes
+from ..tir.functor import rewrite_stmt
+from ..tir.stmt import For, ForKind, PrimFunc, Stmt
+from .c import emit_c
+from .c_header import TIMER
+from .joint import KERNEL_START, NOT_JOINABLE, SYMBOLS
+from .lower import lower
+from .target import Target
+
+
+def _serial(body: Stmt) -> Stmt:
+    """Every loop serial: the pack's C then needs no vector types of its own, so it
+    compiles under the main kernel's header (it runs once; gcc still vectorizes it)."""
+
+    def fn(s: Stmt) -> Stmt | None:
+        if isinstance(s, For) and s.kind is not ForKind.SERIAL:
+            return For(s.var, s.extent, s.body, ForKind.SERIAL, ())
+        return None
+
+    return rewrite_stmt(body, stmt_fn=fn)
+
+
+def _head(source: str) -> str:
+    """The text before the kernel (``joint.prefix``, a ``#pragma GCC optimize`` kept)."""
+    return source[:source.index("\n" + KERNEL_START) + 1]
+
+
+def packed_once_c(func: PrimFunc, target: Target) -> str | None:
+    """The C of ``func`` (scheduled, its ``weights`` marked) with its weight-only stages
+    run once (see the module doc); None when it has no such stage, or when the two parts'
+    C cannot share one header."""
+    split = split_constant_stages(func, set(func.weights)) if func.weights else None
+    if split is None:
+        return None
+    main_c = emit_c(lower(split.main), target)
+    pack_c = emit_c(lower(replace(split.pack, body=_serial(split.pack.body))), target)
+    head, pack_head = _head(main_c), _head(pack_c)
+    if pack_head.strip() not in head:
+        return None
+    out = [head]
+    for k, text in ((0, main_c[len(head):]), (1, pack_c[len(pack_head):])):
+        out += [f"#define {s} {s}_{k}" for s in SYMBOLS]
+        out.append(text)
+        out += [f"#undef {s}" for s in SYMBOLS]
+    n_in, n_pk = len(func.inputs), len(split.packed)
+    src = [f"args[{i}]" for i in split.pack_params]
+    sizes = [b.size * dtype_bytes(b.dtype) for b in split.packed]
+    fresh = " || ".join([f"tt_pk_buf[{k}] == NULL" for k in range(n_pk)]
+                        + [f"tt_pk_src[{j}] != {a}" for j, a in enumerate(src)])
+    pack_args = ", ".join(src + [f"tt_pk_buf[{k}]" for k in range(n_pk)])
+    main_args = ", ".join([f"args[{i}]" for i in range(n_in)]
+                          + [f"tt_pk_buf[{k}]" for k in range(n_pk)]
+                          + [f"args[{n_in + i}]" for i in range(func.num_outputs)])
+    alloc = "\n".join(f"    if (!tt_pk_buf[{k}] && posix_memalign(&tt_pk_buf[{k}], 64, "
+                      f"{n}) != 0) return -2;" for k, n in enumerate(sizes))
+    out.append(f"""{NOT_JOINABLE}
+static void* tt_pk_buf[{n_pk}];
+static void* tt_pk_src[{len(src)}];
+int32_t tt_packed(void** args) {{
+  if ({fresh}) {{
+{alloc}
+    void* pa[] = {{{pack_args}}};
+    int32_t rc = tt_packed_1(pa);
+    if (rc != 0) return rc;
+{"".join(f"    tt_pk_src[{j}] = {a};" + chr(10) for j, a in enumerate(src))}  }}
+  void* ma[] = {{{main_args}}};
+  return tt_packed_0(ma);
+}}
+void tt_release(void) {{
+  tt_release_0(); tt_release_1();
+  for (int k = 0; k < {n_pk}; ++k) {{ free(tt_pk_buf[k]); tt_pk_buf[k] = NULL; }}
+  for (int j = 0; j < {len(src)}; ++j) tt_pk_src[j] = NULL;
+}}""")
+    out.append(TIMER)
+    return "\n".join(out)
+
+
+def program_c(func: PrimFunc, target: Target) -> str:
+    """The C the search times for ``func``, a scheduled function: with its weight-only
+    stages run once when it marks weights and has such stages, else as emitted.
+
+    Example:
+        >>> source = program_c(sch.func, Target.host())
+    """
+    return (packed_once_c(func, target) if func.weights else None) or \
+        emit_c(lower(func), target)
