@@ -274,6 +274,32 @@ def test_timing_makes_no_call_it_does_not_need(data, monkeypatch, cutoff, cold_s
     assert counter() - before == calls
 
 
+@pytest.mark.parametrize("packs_once", [True, False])
+def test_a_kernel_that_packs_once_is_compared_on_its_second_call(data, packs_once):
+    """A kernel whose first call runs its weights' stages (20 ms here; the timing leaves
+    them out, codegen/packed_once.py) and says so is compared with the cutoff on its
+    second call, so it is timed in full; one that does not say so is stopped on its
+    first call, the slow one."""
+    from tensortune.measure.worker import run_one
+
+    ins, exp = data
+    first_slow = GOOD.replace("for (int i = 0; i < 16", """static int packed;
+  if (!packed) { packed = 1; struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t1);
+    while ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6 < 20.0); }
+  for (int i = 0; i < 16""", 1)
+    src = _kernel(first_slow) + ("const int32_t tt_packs_once = 1;\n" if packs_once else "")
+    lib = LocalBuilder().build([BuildInput(FUNC, src)])[0].lib_path
+    msg = {"key": "k", "lib_path": lib, "out_specs": [((16, 16), "float32")],
+           "inputs": ins, "expected": exp, "repeat": 3, "min_repeat_s": 1e-3,
+           "flush_bytes": 0, "cutoff": 2e-3}
+    reply = run_one(msg, {})
+    if packs_once:
+        assert len(reply["latencies"]) == 3 and max(reply["latencies"]) < 2e-3
+    else:
+        assert reply["latencies"] == [pytest.approx(0.02, rel=0.5)]
+
+
 def test_calls_per_timing_are_calibrated_below_a_millisecond_and_known_for_a_probe(data):
     import ctypes
 

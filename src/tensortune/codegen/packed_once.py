@@ -10,7 +10,8 @@ stages run at the first call, into buffers the library keeps, and again only whe
 weight comes at another address or after ``tt_release``; every other call runs the
 rest. The first call (the runner's check) thus computes everything; the timing that
 follows does not pack. A weight changed in place at the same address is not packed
-again: the C is for measurement and for a model's weights, which never change.
+again, and two threads' first calls race: the C is the search's alone (``tt.compile``
+builds a kernel that computes everything at every call).
 
 Example:
     >>> source = packed_once_c(sch.func, target)   # None: nothing to pack
@@ -77,6 +78,9 @@ def packed_once_c(func: PrimFunc, target: Target) -> str | None:
     alloc = "\n".join(f"    if (!tt_pk_buf[{k}] && posix_memalign(&tt_pk_buf[{k}], 64, "
                       f"{n}) != 0) return -2;" for k, n in enumerate(sizes))
     out.append(f"""{NOT_JOINABLE}
+/* Read by the runner: its first call packs, so the call it compares with the best so
+   far is the second (measure/worker.py). */
+const int32_t tt_packs_once = 1;
 static void* tt_pk_buf[{n_pk}];
 static void* tt_pk_src[{len(src)}];
 int32_t tt_packed(void** args) {{

@@ -71,8 +71,8 @@ class CompiledModel:
         kept = [c for c in choices if c.kept]
         if kept:
             timed = [c for c in kept if c.tuned_us < float("inf")]
-            gain = f": {sum(c.tuned_us for c in timed):.1f} -> " \
-                f"{sum(c.packed_us for c in timed):.1f} us a call of each" if timed else ""
+            gain = f"; timed, {len(timed)} of them took {sum(c.tuned_us for c in timed):.1f}" \
+                f" us a call in all, {sum(c.packed_us for c in timed):.1f} cut" if timed else ""
             rows.append(f"{len(kept)} of {len(choices)} kernels with weight-only "
                         f"stages run them once, at compile "
                         f"({sum(c.packed_bytes for c in kept) / 1024:.0f} KiB){gain}")

@@ -59,7 +59,10 @@ class Prepacker:
     def step(self, kern: Kernel, arrays: list[np.ndarray], constant: set[int]
              ) -> tuple[Kernel, list[np.ndarray]]:
         """The kernel to run for one step and its arguments (``arrays``: the original
-        kernel's, ``constant``: the positions holding model constants)."""
+        kernel's, ``constant``: the positions holding model constants; a function with
+        marked weights is cut at those, as its search timed it)."""
+        if kern.func.weights:     # cut where the search cut when it timed the kernel
+            constant = set(kern.func.weights)
         if not constant:
             return kern, arrays
         skey = (id(kern), frozenset(constant))

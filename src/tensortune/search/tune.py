@@ -262,4 +262,7 @@ def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
     if not retime:
         return build(replay(func, best_record(func, db, tgt)), tgt)
     _, sch, source = fresh_best(func, db, tgt, inputs=inputs)
-    return build(sch, tgt, source)
+    # With marked weights the timed C packs them once per address (packed_once.py); the
+    # kernel returned computes everything at every call, as any kernel does (a model
+    # runs the stages once through graph.prepack).
+    return build(sch, tgt, None if sch.func.weights else source)

@@ -73,7 +73,7 @@ def _constant_buffers(func: PrimFunc, constant: set[Buffer]) -> tuple[set[Buffer
             if w & cand and not (w <= cand and reads[id(b)] <= constant | cand):
                 cand -= w
                 changed = True
-    return cand, [b for b in blocks if writes[id(b)] <= cand]
+    return cand, [b for b in blocks if writes[id(b)] and writes[id(b)] <= cand]
 
 
 def split_constant_stages(func: PrimFunc, constant: set[int]) -> ConstantSplit | None:
