@@ -14,7 +14,7 @@ from torch import nn
 
 import tensortune as tt
 from tensortune.codegen import compile_source
-from tensortune.codegen.joint import prefix
+from tensortune.codegen.joint import join, prefix
 from tensortune.graph.executor import Executor
 from tensortune.graph.prepack import Prepacker
 from tensortune.kernel import Kernel
@@ -139,7 +139,7 @@ def test_searched_c_packs_the_weights_at_the_first_call_only(case, seed):
     """A program of a function with marked weights is written as C that runs its
     weight-only stages at the first call and when a weight comes at a new address or
     after a release: each of those calls computes the reference (random inputs, then
-    other random weights), and the source is never joined with others."""
+    other random weights), joined into one unit with another source too."""
     func, const, stage = CASES[case]
     marked = replace(func, weights=tuple(sorted(const)))
     sch = _draw(marked, seed)
@@ -150,7 +150,6 @@ def test_searched_c_packs_the_weights_at_the_first_call_only(case, seed):
     assert ("tt_pk_buf" in source) == staged == ("tt_packs_once" in source)
     if not staged:
         return
-    assert prefix(source) is None
     kern = Kernel(sch.func, source, compile_source(source, TARGET), TARGET)
     for k in range(3):
         ins = random_inputs(func, seed=seed + k)
@@ -158,6 +157,18 @@ def test_searched_c_packs_the_weights_at_the_first_call_only(case, seed):
             kern.release()
             ins = random_inputs(func, seed=seed)
         check_close(kern(*ins), evaluate(func, ins)[0])
+    # joined with another source, as the builder does: each runs and packs on its own
+    if prefix(source) is None:      # gcc options of its own: never joined
+        assert "#pragma GCC optimize" in source
+        return
+    lib = ctypes.CDLL(str(compile_source(join([source, source]), TARGET)))
+    for k in range(2):
+        ins = random_inputs(func, seed=seed + 5 + k)
+        out = np.empty(func.outputs[0].shape, func.outputs[0].dtype)
+        args = (ctypes.c_void_p * (len(ins) + 1))(*[a.ctypes.data for a in [*ins, out]])
+        assert getattr(lib, f"tt_packed_{k}")(args) == 0
+        check_close(out, evaluate(func, ins)[0])
+        assert hasattr(lib, f"tt_packs_once_{k}")
 
 
 def test_a_task_with_marked_weights_is_tuned_without_their_stages(tmp_path):

@@ -23,21 +23,21 @@ from __future__ import annotations
 
 from .c_header import KERNEL_STATICS
 
-# Marks a source that is not one kernel's C as the emitter writes it, and is not joined
-# (``packed_once``: two kernels renamed by ``#define``, and a wrapper).
-NOT_JOINABLE = "/* tt: not joinable */"
-
 # Where the emitter's kernel begins (``CEmitter.function``): what comes before is shared.
 KERNEL_START = KERNEL_STATICS.split("\n")[0]
 # The file-scope names each source defines after that point.
-SYMBOLS = ("tt_ws_mine", "tt_ws_all", "tt_ws_keyed", "tt_ws_key", "tt_ws_outer", "tt_ws_bytes",
-           "tt_kernel", "tt_packed", "tt_release", "tt_now", "tt_time")
+KERNEL_SYMBOLS = ("tt_ws_mine", "tt_ws_all", "tt_ws_keyed", "tt_ws_key", "tt_ws_outer",
+                  "tt_ws_bytes", "tt_kernel", "tt_packed", "tt_release", "tt_now", "tt_time")
+# A source of ``packed_once`` defines, besides those, its two kernels' (renamed with
+# ``_m`` and ``_p``) and its own state.
+SYMBOLS = KERNEL_SYMBOLS + tuple(f"{s}_{t}" for t in "mp" for s in KERNEL_SYMBOLS) + (
+    "tt_pk_buf", "tt_pk_src", "tt_packs_once")
 
 
 def prefix(source: str) -> str | None:
     """The text before ``source``'s kernel, which every source joined with it must share;
     None for a source that cannot be joined."""
-    if "#pragma GCC optimize" in source or NOT_JOINABLE in source:
+    if "#pragma GCC optimize" in source:
         return None
     at = source.find("\n" + KERNEL_START)
     return None if at < 0 else source[:at + 1]

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from ..tir.constant_stages import split_constant_stages
@@ -26,8 +27,8 @@ from ..tir.expr import dtype_bytes
 from ..tir.functor import rewrite_stmt
 from ..tir.stmt import For, ForKind, PrimFunc, Stmt
 from .c import emit_c
-from .c_header import TIMER
-from .joint import KERNEL_START, NOT_JOINABLE, SYMBOLS
+from .c_header import HEADER, KERNEL_STATICS, TIMER
+from .joint import KERNEL_START, KERNEL_SYMBOLS
 from .lower import lower
 from .target import Target
 
@@ -61,11 +62,18 @@ def packed_once_c(func: PrimFunc, target: Target) -> str | None:
     head, pack_head = _head(main_c), _head(pack_c)
     if pack_head.strip() not in head:
         return None
-    out = [head]
-    for k, text in ((0, main_c[len(head):]), (1, pack_c[len(pack_head):])):
-        out += [f"#define {s} {s}_{k}" for s in SYMBOLS]
-        out.append(text)
-        out += [f"#undef {s}" for s in SYMBOLS]
+    # Each part's symbols renamed in its text (``_m``, ``_p``), not by ``#define``, so
+    # that the whole joins a unit with other sources (``joint.join``) as one kernel.
+    # The header's workspace macro names the statics too: each part gets its own copy.
+    names = re.compile(r"\b(" + "|".join(KERNEL_SYMBOLS) + r")\b")
+    ws = re.search(r"#define TT_WS\(offset\).*?\+ \(offset\)\)", HEADER, re.DOTALL)
+    assert ws is not None, "the header's TT_WS macro"
+    # Where joint.prefix finds the kernel's start (these statics go unused).
+    out = [head, KERNEL_STATICS.format(outer=0, total=0)]
+    for tag, text in (("m", main_c[len(head):]), ("p", pack_c[len(pack_head):])):
+        for part in (ws.group(0), text):
+            part = names.sub(lambda m: f"{m.group(1)}_{tag}", part)  # noqa: B023
+            out.append(part.replace("TT_WS(", f"TT_WS_{tag}("))
     n_in, n_pk = len(func.inputs), len(split.packed)
     src = [f"args[{i}]" for i in split.pack_params]
     sizes = [b.size * dtype_bytes(b.dtype) for b in split.packed]
@@ -77,9 +85,8 @@ def packed_once_c(func: PrimFunc, target: Target) -> str | None:
                           + [f"args[{n_in + i}]" for i in range(func.num_outputs)])
     alloc = "\n".join(f"    if (!tt_pk_buf[{k}] && posix_memalign(&tt_pk_buf[{k}], 64, "
                       f"{n}) != 0) return -2;" for k, n in enumerate(sizes))
-    out.append(f"""{NOT_JOINABLE}
-/* Read by the runner: its first call packs, so the call it compares with the best so
-   far is the second (measure/worker.py). */
+    out.append(f"""/* Read by the runner: the first call packs, so the call it compares
+   with the best so far is the second (measure/worker.py). */
 const int32_t tt_packs_once = 1;
 static void* tt_pk_buf[{n_pk}];
 static void* tt_pk_src[{len(src)}];
@@ -87,14 +94,14 @@ int32_t tt_packed(void** args) {{
   if ({fresh}) {{
 {alloc}
     void* pa[] = {{{pack_args}}};
-    int32_t rc = tt_packed_1(pa);
+    int32_t rc = tt_packed_p(pa);
     if (rc != 0) return rc;
 {"".join(f"    tt_pk_src[{j}] = {a};" + chr(10) for j, a in enumerate(src))}  }}
   void* ma[] = {{{main_args}}};
-  return tt_packed_0(ma);
+  return tt_packed_m(ma);
 }}
 void tt_release(void) {{
-  tt_release_0(); tt_release_1();
+  tt_release_m(); tt_release_p();
   for (int k = 0; k < {n_pk}; ++k) {{ free(tt_pk_buf[k]); tt_pk_buf[k] = NULL; }}
   for (int j = 0; j < {len(src)}; ++j) tt_pk_src[j] = NULL;
 }}""")
