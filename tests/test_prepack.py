@@ -189,3 +189,25 @@ def test_a_task_with_marked_weights_is_tuned_without_their_stages(tmp_path):
     assert ("tt_pk_buf" in write_c(lambda: kern.func, TARGET)[0]) == staged
     assert "tt_pk_buf" not in kern.source and "tt_pk_buf" not in result.kernel.source
 
+
+
+def test_a_database_tuned_before_weights_were_marked_still_serves(tmp_path):
+    """A model task's function marks its weights, a workload of its own; records of the
+    same function unmarked (a database from before) still give its kernel, tuned, and
+    the executor times that kernel's cut form before running it."""
+    from tensortune.graph.from_torch import from_torch
+    from tensortune.graph.fuse import extract_tasks, fuse
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU()).eval()
+    x = torch.randn(8, 32)
+    graph = from_torch(model, x)
+    (task,), _ = extract_tasks(graph, fuse(graph))
+    assert task.func.weights
+    db = tmp_path / "before.db"
+    tt.tune(replace(task.func, weights=()), trials=4, database=db, seed=0)
+    compiled = tt.compile_model(model, x, database=db)
+    assert compiled.tuned == [True]
+    with torch.no_grad():
+        check_close(compiled(x).numpy(), model(x).numpy())
+    assert all(c.tuned_us < float("inf") for c in compiled.executor.prepacker.choices)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +128,14 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
 
 
 def _task_kernel(func: PrimFunc, db: Database, target: Target) -> tuple[Kernel, bool]:
-    try:
-        best_record(tuned_func(func, db, target), db, target)
-    except DatabaseError:  # no record for this machine: a guessed schedule, checked
-        return guessed_kernel(func, target), False
-    return compile(func, database=db, target=target), True
+    # A task with marked weights is a workload of its own; a database tuned before
+    # weights were marked holds the same function unmarked, whose best is still good
+    # (the executor then cuts it where that times faster).
+    for f in (func, replace(func, weights=())) if func.weights else (func,):
+        try:
+            best_record(tuned_func(f, db, target), db, target)
+        except DatabaseError:
+            continue
+        return compile(f, database=db, target=target), True
+    # no record for this machine: a guessed schedule, checked
+    return guessed_kernel(func, target), False
