@@ -208,6 +208,7 @@ def test_a_database_tuned_before_weights_were_marked_still_serves(tmp_path):
     tt.tune(replace(task.func, weights=()), trials=4, database=db, seed=0)
     compiled = tt.compile_model(model, x, database=db)
     assert compiled.tuned == [True]
+    assert "unmarked" in compiled.summary() and "inf" not in compiled.summary()
     with torch.no_grad():
         check_close(compiled(x).numpy(), model(x).numpy())
     assert all(c.tuned_us < float("inf") for c in compiled.executor.prepacker.choices)

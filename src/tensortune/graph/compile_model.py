@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -58,13 +59,20 @@ class CompiledModel:
 
     def summary(self) -> str:
         """One line per task: weight, trials, best latency, share of the model's time."""
-        total = sum(s.cost for s, t in zip(self.states, self.tuned) if t)
+        # A task whose kernel came from its function's unmarked records has no timing
+        # of its own (``_task_kernel``).
+        own = [t and math.isfinite(s.best_latency) for s, t in zip(self.states, self.tuned)]
+        total = sum(s.cost for s, o in zip(self.states, own) if o)
         w = max([28, *(len(st.name) for st in self.states)])
         rows = [f"{'task':{w}} {'weight':>6} {'trials':>7} {'best (us)':>10} {'share':>6}"]
-        for st, tuned in zip(self.states, self.tuned):
-            lat = f"{st.best_latency * 1e6:10.1f}" if tuned else f"{'untuned':>10}"
-            share = f"{100 * st.cost / total:5.1f}%" if tuned and total else f"{'-':>6}"
+        for st, tuned, o in zip(self.states, self.tuned, own):
+            lat = f"{st.best_latency * 1e6:10.1f}" if o else \
+                f"{'unmarked' if tuned else 'untuned':>10}"
+            share = f"{100 * st.cost / total:5.1f}%" if o and total else f"{'-':>6}"
             rows.append(f"{st.name:{w}} {st.weight:6.0f} {st.trials:7d} {lat} {share}")
+        if any(t and not o for t, o in zip(self.tuned, own)):
+            rows.append("unmarked: the kernel of the best record of the task's function "
+                        "with its weights unmarked (a database tuned before they were)")
         est = f"{total * 1e3:.3f} ms" if total else "n/a"
         rows.append(f"{len(self.tasks)} tasks, {len(self.groups)} kernels; kernel time from "
                     f"tuning records {est}; tuning took {self.tune_seconds:.0f} s")

@@ -6,7 +6,9 @@ view of its input's buffer. The argument array of each kernel call is built once
 a call of the model is: copy the inputs in, run the kernels, copy the outputs out.
 
 The kernels run from one C loop (``run_steps``), not one ctypes call each: 0.6-2.6 us a
-kernel here, 4-9% of an unrolled RNN's call of 65-96 small kernels (RESULTS.md).
+kernel here, 4-9% of an unrolled RNN's call of 65-96 small kernels (RESULTS.md). A
+kernel's stages that read only the model's weights run once, when the executor is made
+(``prepack.py``).
 
 Example:
     >>> ex = Executor(graph, groups, kernels)
