@@ -39,6 +39,12 @@ def prefix(source: str) -> str | None:
     None for a source that cannot be joined."""
     if "#pragma GCC optimize" in source:
         return None
+    return head(source)
+
+
+def head(source: str) -> str | None:
+    """The text before ``source``'s kernel (``prefix`` without the check for gcc
+    options); None for a source not in the emitter's layout."""
     at = source.find("\n" + KERNEL_START)
     return None if at < 0 else source[:at + 1]
 

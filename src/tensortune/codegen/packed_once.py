@@ -28,7 +28,8 @@ from ..tir.functor import rewrite_stmt
 from ..tir.stmt import For, ForKind, PrimFunc, Stmt
 from .c import emit_c
 from .c_header import HEADER, KERNEL_STATICS, TIMER
-from .joint import KERNEL_START, KERNEL_SYMBOLS
+from .joint import KERNEL_SYMBOLS
+from .joint import head as joint_head
 from .lower import lower
 from .target import Target
 
@@ -45,11 +46,6 @@ def _serial(body: Stmt) -> Stmt:
     return rewrite_stmt(body, stmt_fn=fn)
 
 
-def _head(source: str) -> str:
-    """The text before the kernel (``joint.prefix``, a ``#pragma GCC optimize`` kept)."""
-    return source[:source.index("\n" + KERNEL_START) + 1]
-
-
 def packed_once_c(func: PrimFunc, target: Target) -> str | None:
     """The C of ``func`` (scheduled, its ``weights`` marked) with its weight-only stages
     run once (see the module doc); None when it has no such stage, or when the two parts'
@@ -59,8 +55,8 @@ def packed_once_c(func: PrimFunc, target: Target) -> str | None:
         return None
     main_c = emit_c(lower(split.main), target)
     pack_c = emit_c(lower(replace(split.pack, body=_serial(split.pack.body))), target)
-    head, pack_head = _head(main_c), _head(pack_c)
-    if pack_head.strip() not in head:
+    head, pack_head = joint_head(main_c), joint_head(pack_c)
+    if head is None or pack_head is None or pack_head.strip() not in head:
         return None
     # Each part's symbols renamed in its text (``_m``, ``_p``), not by ``#define``, so
     # that the whole joins a unit with other sources (``joint.join``) as one kernel.

@@ -105,7 +105,8 @@ def _run_one(msg: dict, cache: dict, lib: Any, fn: Any, suffix: str) -> dict:
         # Its first call ran the weights' stages, which its timing leaves out
         # (codegen/packed_once.py), and took 1.7-2.9x the second on a 128 x 3072 x 768
         # dense layer, 10x on a 768 x 768 one: against COLD_STOP, the search lost its
-        # best programs (BERT's larger layer: 3.5-4.0 ms found, not 1.9-2.0; RESULTS.md).
+        # best programs (that larger layer: 2.24-2.39 ms found, 1.94-2.03 since;
+        # RESULTS.md).
         t0 = time.perf_counter()
         fn(args)
         first = time.perf_counter() - t0

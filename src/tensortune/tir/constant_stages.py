@@ -54,11 +54,11 @@ def _only(body: Stmt, keep: set[int]) -> Stmt:
     return rewrite_stmt(body, stmt_fn=fn)
 
 
-def _constant_buffers(func: PrimFunc, constant: set[Buffer]) -> tuple[set[Buffer], list[Block]]:
+def _constant_buffers(func: PrimFunc, blocks: list[Block], constant: set[Buffer]
+                      ) -> tuple[set[Buffer], list[Block]]:
     """The intermediates whose every value is computed from ``constant`` alone, and the
-    blocks that write them: the largest such set, found by dropping every buffer a
-    block writes from something else until none is dropped."""
-    blocks = list(blocks_in(func.body))
+    ``blocks`` (all of ``func``'s) that write them: the largest such set, found by
+    dropping every buffer a block writes from something else until none is dropped."""
     writes = {id(b): {st.buffer for st in stores_in(b)} for b in blocks}
     reads = {id(b): {ld.buffer for ld in loads_in(b)} - writes[id(b)] for b in blocks}
     # Register tiles (``local``) stay in the kernel: made arrays, they would be read
@@ -85,15 +85,15 @@ def split_constant_stages(func: PrimFunc, constant: set[int]) -> ConstantSplit |
         raise ValueError(f"{func.name}: constant parameter positions {bad} are not inputs "
                          f"(it has {len(func.inputs)})")
     # Every store in a block (a scheduled function's are): stages are cut at blocks.
-    if sum(1 for b in blocks_in(func.body) for _ in stores_in(b)) != \
-            sum(1 for _ in stores_in(func.body)):
+    blocks = list(blocks_in(func.body))
+    if sum(1 for b in blocks for _ in stores_in(b)) != sum(1 for _ in stores_in(func.body)):
         return None
     const_bufs = {func.params[i] for i in constant}
-    cand, const_blocks = _constant_buffers(func, const_bufs)
+    cand, const_blocks = _constant_buffers(func, blocks, const_bufs)
     if not const_blocks:
         return None
     ids = {id(b) for b in const_blocks}
-    rest = [b for b in blocks_in(func.body) if id(b) not in ids]
+    rest = [b for b in blocks if id(b) not in ids]
     read_by_rest = {ld.buffer for b in rest for ld in loads_in(b)}
     packed = tuple(b for b in func.alloc_buffers if b in cand and b in read_by_rest)
     if not packed:
