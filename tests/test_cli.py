@@ -254,3 +254,19 @@ def test_show_a_function_tuned_as_written(tmp_path, capsys):
     capsys.readouterr()
     assert main(["show", "smx", "--small", "--db", str(db)]) == 0
     assert capsys.readouterr().out.startswith(f"# best of {Database(db).count()} records: ")
+
+
+def test_tune_and_show_with_fixed_weights(tmp_path, capsys):
+    """``--weights`` marks inputs as fixed: the tuned workload is the marked function,
+    ``show`` finds it with the same names, and a name that is no input is said."""
+    db = str(tmp_path / "w.db")
+    args = ["gmm", "--shape", "M=12,N=128,K=16", "--db", db]
+    assert main(["tune", *args, "--trials", "4", "--weights", "B"]) == 0
+    capsys.readouterr()
+    assert main(["show", *args, "--weights", "B"]) == 0
+    assert "weights, packed once: B" in capsys.readouterr().out
+    assert main(["show", *args]) == 2           # unmarked: not what was tuned
+    capsys.readouterr()
+    assert main(["tune", *args, "--trials", "1", "--weights", "C"]) == 2
+    err = capsys.readouterr().err
+    assert "weight 'C' is an output" in err and "its inputs are A, B" in err

@@ -15,6 +15,7 @@ from torch import nn
 import tensortune as tt
 from tensortune.codegen import compile_source
 from tensortune.codegen.joint import join, prefix
+from tensortune.errors import TensorTuneError
 from tensortune.graph.executor import Executor
 from tensortune.graph.prepack import Prepacker
 from tensortune.kernel import Kernel
@@ -22,7 +23,7 @@ from tensortune.measure.builder import write_c
 from tensortune.reference import check_close, evaluate, random_inputs
 from tensortune.rewrite.winograd import winograd
 from tensortune.space.space_generator import PostOrderApply, sample
-from tensortune.tir.constant_stages import split_constant_stages
+from tensortune.tir.constant_stages import mark_weights, split_constant_stages
 from tensortune.workloads.conv import conv_layer
 
 TARGET = tt.Target.host()
@@ -175,20 +176,55 @@ def test_a_task_with_marked_weights_is_tuned_without_their_stages(tmp_path):
     """Tuning a function with marked weights: its records' C packs once, the best
     kernel computes the reference, and the marked function is its own workload."""
     f = CASES["gmm"][0]
-    marked = replace(f, weights=(1,))
-    assert marked.structural_hash() != f.structural_hash()
+    marked = mark_weights(f, ["B"])
+    assert marked.weights == (1,) and marked.structural_hash() != f.structural_hash()
     db = tmp_path / "w.db"
-    result = tt.tune(marked, trials=6, database=db, seed=0)
+    result = tt.tune(f, trials=6, database=db, seed=0, weights=["B"])
+    assert result.func.weights == (1,)
     ins = random_inputs(f, seed=5)
     check_close(result.kernel(*ins), evaluate(f, ins)[0])
-    kern = tt.compile(marked, database=db)
+    check_close(result.kernel.bind(*ins)(), evaluate(f, ins)[0])
+    kern = tt.compile(f, database=db, weights=[1])
     check_close(kern(*ins), evaluate(f, ins)[0])
+    with pytest.raises(TensorTuneError, match="no record|no tuning record|not tuned"):
+        tt.compile(f, database=db)          # unmarked: another workload
     assert "weights, packed once: B" in str(kern.func)
     # the records timed C that packs once; the kernel returned packs at every call
     staged = any(b.name == "B_global" for b in kern.func.alloc_buffers)
     assert ("tt_pk_buf" in write_c(lambda: kern.func, TARGET)[0]) == staged
     assert "tt_pk_buf" not in kern.source and "tt_pk_buf" not in result.kernel.source
 
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(sorted(CASES)), seed=st.integers(0, 10_000))
+def test_a_kernel_bound_to_marked_weights_packs_them_once(case, seed):
+    """``bind`` of a marked function's kernel runs its weight-only stages once: its calls
+    compute the reference; a weight changed in place is seen only after ``repack``
+    where such a stage exists, and at once where none does (the kernel reads it)."""
+    func, const, stage = CASES[case]
+    sch = _draw(mark_weights(func, sorted(const)), seed)
+    ins = random_inputs(func, seed=seed)
+    run = tt.build(sch).bind(*ins)
+    staged = any(b.name == stage for b in sch.func.alloc_buffers)
+    assert bool(run.packed) == staged
+    check_close(run(), evaluate(func, ins)[0])
+    before = np.copy(run())
+    ins[1] *= -0.5                   # the weight, in place
+    want = evaluate(func, ins)[0]
+    if staged:
+        assert np.array_equal(run(), before)
+        run.repack()
+    check_close(run(), want)
+
+
+def test_weights_named_wrong_are_said():
+    f = CASES["dense"][0]
+    for bad, said in ((["Y"], "'Y' is an output"), (["Q"], "'Q' is not a parameter"),
+                      ([3], "position 3 is not an input"), ([1.0], "names or positions")):
+        with pytest.raises(TensorTuneError, match=said) as e:
+            tt.tune(f, trials=1, weights=bad)
+        assert "its inputs are X, W, bias" in str(e.value)
 
 
 def test_a_database_tuned_before_weights_were_marked_still_serves(tmp_path):

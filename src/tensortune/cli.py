@@ -3,6 +3,7 @@
     tensortune tune gmm --trials 256 --db tuning.db        tune a suite workload
     tensortune tune my_ops.py:matmul_relu --trials 128      ... or a func from your file
     tensortune show gmm --db tuning.db                      best trace, loop nest and C
+    tensortune tune dense --weights W,bias --db tuning.db   fixed weights: packed at bind
     tensortune show matmul_relu --db tuning.db              ... of a func stored by name
     tensortune tune-model model.py:build --input 1,3,224,224 --trials 2000 --db resnet.db
     tensortune db list|export|import --db tuning.db [FILE]
@@ -93,7 +94,7 @@ def _tune(args: argparse.Namespace) -> int:
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,
                       strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
                       name=args.workload, progress=progress,
-                      inputs=_given_inputs(args.inputs, func))
+                      inputs=_given_inputs(args.inputs, func), weights=_weights(args))
     # Measure again and keep the higher readings: one taken while the machine was slowed
     # (a busy neighbour, a host in a slow state) would put the kernel above its bound.
     again = Roofline.measure(func, target)
@@ -252,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="the SQLite tuning database (default tuning.db)")
         p.add_argument("--shape", help="shape arguments, e.g. M=64,N=64,K=64")
         p.add_argument("--small", action="store_true", help="the suite's small test shape")
+        p.add_argument("--weights", default="", metavar="NAMES",
+                       help="inputs fixed while the kernel is used, e.g. W,bias: timed "
+                            "without the stages that read only them (packed once at bind)")
     tune = sub.choices["tune"]
     tune.add_argument("--trials", type=_count, default=64,
                       help="candidates to build, check and time (default 64)")
@@ -335,6 +339,11 @@ def _given_inputs(path: str | None, func: Any) -> list[Any] | None:
                               f"(it has {', '.join(found) or 'nothing'}); save them with "
                               f"np.savez(path, {names[0]}=...)")
     return [found[n] for n in names]
+
+
+def _weights(args: argparse.Namespace) -> list[str]:
+    """The names given to ``--weights``."""
+    return [w.strip() for w in args.weights.split(",") if w.strip()]
 
 
 def _kept(args: argparse.Namespace) -> str:

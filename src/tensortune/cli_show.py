@@ -25,6 +25,7 @@ def show_command(args: argparse.Namespace, shape: dict[str, int]) -> int:
     from tensortune.measure import source_hash
     from tensortune.search.records import best_record, replay
     from tensortune.search.tune import stored_forms
+    from tensortune.tir.constant_stages import mark_weights
 
     try:
         given = tt.workloads.resolve(args.workload, small=args.small, **shape)
@@ -38,6 +39,9 @@ def show_command(args: argparse.Namespace, shape: dict[str, int]) -> int:
             raise TensorTuneError(f"{e}; {args.db} holds records of: "
                                   f"{', '.join(held) or 'none'}") from e
         return _show_stored(db, stored, args.db)
+    names = [w.strip() for w in args.weights.split(",") if w.strip()]
+    if names:       # the workload tuned with ``--weights``
+        given = mark_weights(given, names)
     db = Database.existing(args.db)
     target = tt.Target.host()
     # The stored forms, fastest first: the first is the one shown (``tuned_func``'s).

@@ -5,6 +5,7 @@ Example:
     >>> c = kernel(a, b)                       # allocates the output
     >>> kernel(a, b, out=c)                    # writes into it
     >>> run = kernel.bind(a, b, out=c); run()  # checked once, then one C call a run
+    >>> run.repack()                           # a marked weight changed in place
     >>> print(kernel.source)                   # the generated C
 """
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from .codegen import Target, compile_source, emit_c, lower
 from .errors import KernelArgumentError, TensorTuneError
+from .tir.constant_stages import ConstantSplit, split_constant_stages
 from .tir.stmt import PrimFunc
 from .tir.verify import verify
 
@@ -53,6 +55,7 @@ class Kernel:
         self._inputs, self._outputs = func.inputs, func.outputs
         self._specs = [(np.dtype(b.dtype), tuple(b.shape)) for b in func.params]
         self._argv = ctypes.c_void_p * len(func.params)
+        self._cut: tuple[Kernel, Kernel, ConstantSplit] | None | bool = False  # not yet
 
     def _check(self, i: int, arr: Any, buf, role: str) -> np.ndarray:
         where = f"{role} {i} ({buf.name})"
@@ -140,20 +143,61 @@ class Kernel:
             >>> run = kernel.bind(x, out=y)
             >>> for batch in batches:
             ...     x[...] = batch; run()          # y holds the result
+
+        For a function with marked weights (``PrimFunc.weights``, ``tt.tune(...,
+        weights=...)``), the stages that read only those (a weight copied into panels,
+        a Winograd weight transform) run here, once, into arrays the result holds, and
+        each call runs the rest: the program its search timed. After changing a bound
+        weight in place, call the result's ``repack``.
         """
         ins, outs = self._prepare(inputs, out)
         given = out if out is not None else outs[0] if len(outs) == 1 else tuple(outs)
-        return BoundKernel(self, ins + outs, given)
+        return BoundKernel(self, ins + outs, given, self._cut_kernels())
+
+    def _cut_kernels(self) -> tuple[Kernel, Kernel, ConstantSplit] | None:
+        """The pack and main kernels of a function with marked weights, built at the
+        first ``bind``; None where nothing reads only the weights."""
+        if self._cut is False:
+            split = split_constant_stages(self.func, set(self.func.weights)) \
+                if self.func.weights else None
+            self._cut = None if split is None else \
+                (build(split.pack, self.target), build(split.main, self.target), split)
+        return self._cut  # type: ignore[return-value]
 
 
 class BoundKernel:
     """A kernel bound to its arrays (``Kernel.bind``); each call runs it and returns the
-    outputs. The arrays are held, so they live as long as this does."""
+    outputs. The arrays are held, so they live as long as this does. With ``cut`` (a
+    marked function's pack and main kernels) the pack runs now and each call runs the
+    main kernel on the packed arrays (``packed``)."""
 
-    def __init__(self, kernel: Kernel, arrays: list[np.ndarray], result: Any) -> None:
+    def __init__(self, kernel: Kernel, arrays: list[np.ndarray], result: Any,
+                 cut: tuple[Kernel, Kernel, ConstantSplit] | None = None) -> None:
         self.kernel, self.arrays, self.result = kernel, arrays, result
-        self._fn = kernel._fn
-        self._argv = kernel._argv(*[a.ctypes.data for a in arrays])
+        self.packed: list[np.ndarray] = []
+        self._pack: BoundKernel | None = None
+        run, args = kernel, arrays
+        if cut is not None:
+            pack_k, run, split = cut
+            self.packed = [aligned_empty(b.shape, b.dtype) for b in split.packed]
+            self._pack = pack_k.bind(*[arrays[i] for i in split.pack_params],
+                                     out=self.packed)
+            self._pack()
+            n_in = len(kernel.func.inputs)
+            args = arrays[:n_in] + self.packed + arrays[n_in:]
+        self._main = run        # held: its library must outlive the pointer below
+        self._fn = run._fn
+        self._argv = run._argv(*[a.ctypes.data for a in args])
+
+    def repack(self) -> None:
+        """Run the weight-only stages again, after a marked weight changed in place (a
+        no-op for a kernel without them).
+
+        Example:
+            >>> run = kernel.bind(x, w); w *= 0.5; run.repack(); y = run()
+        """
+        if self._pack is not None:
+            self._pack()
 
     def __call__(self) -> Any:
         rc = self._fn(self._argv)

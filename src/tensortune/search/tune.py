@@ -29,6 +29,7 @@ from ..measure import LocalBuilder, LocalRunner
 from ..measure.builder import SHARE
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
+from ..tir.constant_stages import mark_weights
 from ..tir.stmt import PrimFunc
 from .forms import algorithm_forms, make_forms
 from .records import best_record, fresh_best, replay
@@ -102,7 +103,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          load_guard: bool = True, sched_variants: int = 3,
          draw_workers: int | None = None,
          double_after: int | None = DOUBLE_AFTER,
-         inputs: Sequence[np.ndarray] | None = None, algorithms: bool = True) -> TuneResult:
+         inputs: Sequence[np.ndarray] | None = None, algorithms: bool = True,
+         weights: Sequence[str | int] = ()) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
     tuned instead, after a check on random inputs; ``result.func`` is the form tuned. A
@@ -139,6 +141,11 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     form it ran); GFLOP/s count the work of the form given.
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it).
+    ``weights`` names inputs that stay fixed while the kernel is used (a layer's weight
+    and bias; ``tir.constant_stages.mark_weights``): the search times each program
+    without the stages that read only them (a weight packed into panels, a Winograd
+    weight transform), and ``result.kernel.bind(...)`` runs those once, at bind. The
+    marked function is a workload of its own (``tt.compile`` takes the same ``weights``).
     When it ends, the kernel cache is pruned to its limit (``codegen.kernel_cache``)."""
     whole_number("trials", trials)
     whole_number("batch_size", batch_size, least=1)
@@ -149,6 +156,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     if not timeout > 0:
         raise TensorTuneError(f"tune: timeout must be a positive number of seconds, "
                               f"got {timeout!r}")
+    if weights and isinstance(func, PrimFunc):    # else TuningTask says what func is
+        func = mark_weights(func, weights)
     tgt = target or Target.host()
     db = _open(database)
     if draw_workers is None:
@@ -247,7 +256,8 @@ def stored_forms(func: PrimFunc, db: Database, target: Target
 
 def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
             target: Target | None = None, retime: bool = True,
-            inputs: Sequence[np.ndarray] | None = None) -> Kernel:
+            inputs: Sequence[np.ndarray] | None = None,
+            weights: Sequence[str | int] = ()) -> Kernel:
     """The kernel of the best checked record for ``func`` on this machine; no search.
     With ``retime``, a best record whose program now lowers to other C than the one it
     timed (the database is older than this tensortune's code generator) is timed and
@@ -255,14 +265,17 @@ def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
     without it the stored timings decide. Such records are checked on ``inputs`` when
     given (those ``tune`` took, for a function whose reference is finite only on some
     inputs), else on random inputs. A path with no database file is an error, not a new
-    empty database."""
+    empty database. ``weights`` are those ``tune`` took: the marked function is the
+    workload looked up, and ``kernel.bind`` runs its weight-only stages once."""
     tgt = target or Target.host()
     db = database if isinstance(database, Database) else Database.existing(database)
+    if weights:
+        func = mark_weights(func, weights)
     func = tuned_func(func, db, tgt)
     if not retime:
         return build(replay(func, best_record(func, db, tgt)), tgt)
     _, sch, source = fresh_best(func, db, tgt, inputs=inputs)
     # With marked weights the timed C packs them once per address (packed_once.py); the
-    # kernel returned computes everything at every call, as any kernel does (a model
-    # runs the stages once through graph.prepack).
+    # kernel returned computes everything at every call, as any kernel does, and runs
+    # the stages once when bound (Kernel.bind; a model's through graph.prepack).
     return build(sch, tgt, None if sch.func.weights else source)

@@ -12,12 +12,17 @@ Example:
     >>> split = split_constant_stages(sch.func, constant={1})   # param 1 is a weight
     >>> packed = build(split.pack)(w)                            # once
     >>> y = build(split.main)(x, w, packed)                      # each call
+
+``mark_weights`` marks a function's weights by name (``PrimFunc.weights``), so that its
+search times its kernels without these stages (``tt.tune(..., weights=...)``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
+from ..errors import TensorTuneError
 from .functor import blocks_in, loads_in, rewrite_stmt, stores_in
 from .stmt import Block, Buffer, For, PrimFunc, Seq, Stmt
 
@@ -108,3 +113,36 @@ def split_constant_stages(func: PrimFunc, constant: set[int]) -> ConstantSplit |
                     _only(func.body, {id(b) for b in rest}),
                     tuple(b for b in func.alloc_buffers if b not in cand), func.num_outputs)
     return ConstantSplit(pack, main, pack_params, packed)
+
+
+def mark_weights(func: PrimFunc, weights: Sequence[str | int]) -> PrimFunc:
+    """``func`` with the inputs named in ``weights`` (buffer names or input positions)
+    marked as constants (``PrimFunc.weights``): values fixed for the life of a kernel,
+    such as a layer's weight. A marked function is its own workload; its search times
+    each program without the stages that read only the weights, as a kernel bound to
+    them runs it (``Kernel.bind``). Raises naming the function, the bad entry and its
+    inputs where an entry names no input.
+
+    Example:
+        >>> dense = mark_weights(tt.workloads.get("dense"), ["W", "bias"])
+        >>> dense.weights                  # (1, 2)
+    """
+    names = [b.name for b in func.inputs]
+    valid = f"its inputs are {', '.join(names)} (or positions 0-{len(names) - 1})"
+    pos = set()
+    for w in weights:
+        if isinstance(w, bool) or not isinstance(w, (str, int)):
+            raise TensorTuneError(f"{func.name}: weights take input names or positions, "
+                                  f"got {w!r}; {valid}")
+        if isinstance(w, int):
+            if not 0 <= w < len(names):
+                raise TensorTuneError(f"{func.name}: weight position {w} is not an input; "
+                                      f"{valid}")
+            pos.add(w)
+        elif w in names:
+            pos.add(names.index(w))
+        else:
+            outs = [b.name for b in func.outputs]
+            what = "an output" if w in outs else "not a parameter"
+            raise TensorTuneError(f"{func.name}: weight {w!r} is {what}; {valid}")
+    return replace(func, weights=tuple(sorted(pos)))
