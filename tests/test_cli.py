@@ -262,7 +262,10 @@ def test_tune_and_show_with_fixed_weights(tmp_path, capsys):
     db = str(tmp_path / "w.db")
     args = ["gmm", "--shape", "M=12,N=128,K=16", "--db", db]
     assert main(["tune", *args, "--trials", "4", "--weights", "B"]) == 0
-    capsys.readouterr()
+    out = " ".join(capsys.readouterr().out.split())
+    assert "weights (packed at bind, untimed) │ B │" in out
+    assert main(["db", "list", "--db", db]) == 0
+    assert "gmm (weights B)" in capsys.readouterr().out
     assert main(["show", *args, "--weights", "B"]) == 0
     assert "weights, packed once: B" in capsys.readouterr().out
     assert main(["show", *args]) == 2           # unmarked: not what was tuned

@@ -117,6 +117,8 @@ def _tune(args: argparse.Namespace) -> int:
             (f"% roofline ({roof.binding})",
              f"{roof.percent_at(lat):.1f}" if res.record else "-"),
             ("trials", str(res.trials)), ("errors", str(res.errors)),
+            ("weights (packed at bind, untimed)",
+             ", ".join(_weights(args)) or "-"),
             ("proposals with C already timed (not trials)", str(res.twins)),
             ("time", f"{res.seconds:.1f} s"),
             ("trials/s", f"{res.trials / max(res.seconds, 1e-9):.2f}"),
@@ -159,11 +161,12 @@ def _db(args: argparse.Namespace) -> int:
         table = Table(title=f"{args.db}: best on this machine", title_justify="left")
         for col in ("workload", "hash", "records", "this machine", "best (ms)", "GFLOP/s",
                     "GFLOP"):
-            table.add_column(col, justify="left" if col in ("workload", "hash") else "right")
+            table.add_column(col, justify="left" if col in ("workload", "hash") else "right",
+                             no_wrap=col in ("workload", "hash"))
         for h, name, flops, n in db.workloads():
             top = db.top_k(h, fp, 1)
             best = top[0].latency if top else None
-            table.add_row(name, h, str(n), str(db.count(h, fp)),
+            table.add_row(name + _weights_of(db, h), h, str(n), str(db.count(h, fp)),
                           "-" if best is None else f"{best * 1e3:.4f}",
                           # no FLOPs (a transpose): no GFLOP/s to give
                           "-" if best is None or not flops else f"{flops / best / 1e9:.1f}",
@@ -339,6 +342,19 @@ def _given_inputs(path: str | None, func: Any) -> list[Any] | None:
                               f"(it has {', '.join(found) or 'nothing'}); save them with "
                               f"np.savez(path, {names[0]}=...)")
     return [found[n] for n in names]
+
+
+def _weights_of(db: Any, hash_: str) -> str:
+    """" (weights W,bias)" for a workload tuned with marked weights (its printed text
+    says which), so that ``db list`` tells it from the same function unmarked."""
+    from tensortune.tir.printer import WEIGHTS_LINE
+
+    got = db.workload_text(hash_)
+    for line in (got[1] or "").splitlines() if got else ():
+        if line.strip().startswith(WEIGHTS_LINE):
+            names = line.strip()[len(WEIGHTS_LINE):].replace(" ", "")
+            return f" (weights {names})"
+    return ""
 
 
 def _weights(args: argparse.Namespace) -> list[str]:

@@ -146,12 +146,17 @@ def stmt_str(s: Stmt, namer: Namer | None = None) -> str:
     return "\n".join(out)
 
 
+# Opens the line naming a function's marked weights (part of its structural hash: the
+# text must not change).
+WEIGHTS_LINE = "# weights, packed once:"
+
+
 def func_str(f: PrimFunc, canonical: bool = False) -> str:
     nm = Namer(canonical)
     params = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in f.params)
     out = [f"def {f.name}({params}):"]
     if f.weights:
-        out.append(f"    # weights, packed once: {', '.join(f.params[i].name for i in f.weights)}")
+        out.append(f"    {WEIGHTS_LINE} {', '.join(f.params[i].name for i in f.weights)}")
     for b in f.alloc_buffers:
         out.append(f"    {b.name} = {_alloc(b)}")
     _lines(f.body, nm, "    ", out)
