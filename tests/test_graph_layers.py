@@ -4,6 +4,7 @@ transposed convolution and resampling on random shapes, and clear errors for wha
 not supported."""
 
 import pytest
+from graph_common import Fn, check, randomized
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,39 +14,6 @@ from tensortune.graph import Graph, GraphError
 torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
-def randomized(model, seed=0):
-    """``model`` in eval mode with every parameter drawn at random (a fresh norm's
-    weights are ones and zeros, which would hide a wrong scale or shift)."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen))
-    return model.eval()
-
-
-def check(model, x, trials=0, **kw):
-    compiled = tt.compile_model(model, x, trials=trials, **kw)
-    with torch.no_grad():
-        want = model(x)
-    got = compiled(x)
-    assert got.shape == want.shape
-    scale = float(want.abs().max())
-    assert scale > 0
-    err = float((got - want).abs().max())
-    assert err <= 1e-4 * max(1.0, scale), f"max error {err} (output scale {scale})"
-    return compiled
-
 
 LAYERS = {
     "conv_transpose_s2_outpad": (nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1,
@@ -125,127 +93,6 @@ def test_layer_matches_torch(name):
     check(randomized(model), torch.randn(*shape))
 
 
-def test_attention_with_masks_and_multihead_attention():
-    class Masked(nn.Module):
-        def __init__(self):
-            super().__init__()
-            keep = torch.rand(5, 5) > 0.3
-            keep[:, 0] = True                           # no row without a key
-            self.register_buffer("keep", keep)
-            self.register_buffer("bias", torch.randn(5, 5))
-
-        def forward(self, x):
-            return (F.scaled_dot_product_attention(x, x, x, attn_mask=self.keep)
-                    + F.scaled_dot_product_attention(x, x, x, attn_mask=self.bias, scale=0.3))
-    check(Masked().eval(), torch.randn(2, 5, 8))
-
-    class Grouped(nn.Module):              # 4 query heads over 2 key/value heads
-        def __init__(self):
-            super().__init__()
-            self.register_buffer("kv", torch.randn(2, 2, 6, 8))
-
-        def forward(self, q):
-            return F.scaled_dot_product_attention(q, self.kv, self.kv * 0.5, enable_gqa=True)
-    check(Grouped().eval(), torch.randn(2, 4, 5, 8))
-
-    for batch_first in (True, False):
-        mha = randomized(nn.MultiheadAttention(16, 4, batch_first=batch_first))
-
-        class Block(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.mha = mha
-
-            def forward(self, x):
-                return self.mha(x, x, x, need_weights=False)[0] + x
-        compiled = check(Block().eval(), torch.randn(2, 5, 16))
-        # task names past 28 characters are printed whole
-        assert max(len(t.name) for t in compiled.tasks) > 28
-        assert all(t.name in compiled.summary() for t in compiled.tasks)
-
-    class WithMasks(nn.Module):
-        """Padded keys (bool, true where padding) and a causal bool mask (true where a
-        query may not look) on a cross-attention; a float mask per batch and head on a
-        self-attention."""
-        def __init__(self):
-            super().__init__()
-            self.cross = randomized(nn.MultiheadAttention(16, 4, batch_first=True))
-            self.own = randomized(nn.MultiheadAttention(16, 2))
-            pad = torch.zeros(2, 5, dtype=torch.bool)
-            pad[0, 3:] = True
-            self.register_buffer("pad", pad)
-            self.register_buffer("later", torch.ones(5, 5, dtype=torch.bool).triu(1))
-            self.register_buffer("bias", torch.randn(2 * 2, 5, 5))
-
-        def forward(self, x, mem):
-            y = self.cross(x, mem, mem, key_padding_mask=self.pad, attn_mask=self.later,
-                           need_weights=False)[0]
-            z = y.transpose(0, 1)
-            own = self.own(z, z, z, attn_mask=self.bias, need_weights=False)[0]
-            return y + own.transpose(0, 1)
-    model, args = WithMasks().eval(), (torch.randn(2, 5, 16), torch.randn(2, 5, 16))
-    compiled = tt.compile_model(model, args)
-    with torch.no_grad():
-        want = model(*args)
-    assert float(want.abs().max()) > 0
-    assert float((compiled(*args) - want).abs().max()) <= 1e-5 * float(want.abs().max())
-
-
-def test_lstm_gru_and_rnn_unrolled_match_torch():
-    """Outputs and final states, picked as models pick them (``out, (h, c) = lstm(x)``),
-    of one and two layers, both directions, batch first, without bias."""
-    class Pick(nn.Module):
-        def __init__(self, rnn, pick):
-            super().__init__()
-            self.rnn, self.pick = rnn, pick
-
-        def forward(self, x):
-            return self.pick(self.rnn(x))
-
-    def lstm_parts(y):
-        out, (h, c) = y
-        return out[-1] + h.sum(0) - c[0]
-    cases = [
-        (nn.LSTM(8, 16), lstm_parts, (5, 2, 8)),
-        (nn.LSTM(6, 12, num_layers=2, bidirectional=True, batch_first=True),
-         lambda y: y[0], (2, 4, 6)),
-        (nn.GRU(8, 16), lambda y: y[0] + y[1][-1], (4, 3, 8)),
-        (nn.GRU(8, 10, bidirectional=True, bias=False), lambda y: y[1], (3, 2, 8)),
-        (nn.RNN(5, 7, num_layers=2, nonlinearity="relu", batch_first=True),
-         lambda y: y[0][:, -1] + y[1][1], (2, 4, 5)),
-        (nn.RNN(5, 7), lambda y: y[0], (4, 2, 5)),
-    ]
-    for rnn, pick, shape in cases:
-        compiled = check(randomized(Pick(rnn, pick)), torch.randn(*shape))
-        steps = shape[1] if rnn.batch_first else shape[0]
-        # the hidden-state products of the steps after the first are one task
-        assert max(t.weight for t in compiled.tasks) >= steps - 1
-
-
-def test_recurrent_layers_start_from_the_initial_state_given():
-    """A GRU from a constant state made in forward; a 2-layer bidirectional LSTM from
-    (h_0, c_0) given as model inputs, picked per layer and direction."""
-    check(randomized(_WithState()), torch.randn(3, 2, 4))
-
-    class Stateful(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.rnn = nn.LSTM(5, 6, num_layers=2, bidirectional=True)
-
-        def forward(self, x, h0, c0):
-            out, (h, c) = self.rnn(x, (h0, c0))
-            return out.sum(0)[:, 6:] + h[3] - c[1]
-
-    model = randomized(Stateful())
-    args = (torch.randn(4, 2, 5), torch.randn(4, 2, 6), torch.randn(4, 2, 6))
-    compiled = tt.compile_model(model, args)
-    with torch.no_grad():
-        want = model(*args)
-    got = compiled(*args)
-    assert float(want.abs().max()) > 0
-    assert float((got - want).abs().max()) <= 1e-5 * float(want.abs().max())
-
-
 def test_a_weight_read_by_many_ops_is_one_constant():
     """An unrolled LSTM reads its state weight at every step, and a model may call one
     layer twice: each weight is one constant buffer (32 copies of an LSTM's 1 MiB state
@@ -274,15 +121,6 @@ def test_a_weight_read_by_many_ops_is_one_constant():
         consts = compiled.executor.graph.consts
         assert sum(a.shape == shape for a in consts.values()) == 1
         assert len(consts) == count
-
-
-class _WithState(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.gru = nn.GRU(4, 4)
-
-    def forward(self, x):
-        return self.gru(x, torch.ones(1, 2, 4) * 0.5)[0]
 
 
 def test_indices_of_extremes_and_comparisons_come_back_as_pytorch_types():
