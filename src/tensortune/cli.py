@@ -161,8 +161,11 @@ def _db(args: argparse.Namespace) -> int:
         table = Table(title=f"{args.db}: best on this machine", title_justify="left")
         for col in ("workload", "hash", "records", "this machine", "best (ms)", "GFLOP/s",
                     "GFLOP"):
+            # A long name (a user file's path) folds within 40 columns, so the hash and
+            # the figures keep their width.
             table.add_column(col, justify="left" if col in ("workload", "hash") else "right",
-                             no_wrap=col in ("workload", "hash"))
+                             overflow="fold", max_width=40 if col == "workload" else None,
+                             no_wrap=col == "hash")
         for h, name, flops, n in db.workloads():
             top = db.top_k(h, fp, 1)
             best = top[0].latency if top else None
