@@ -219,6 +219,19 @@ def test_pad_modes_match_torch_on_random_shapes(shape, pads, mode, seed):
     check(Fn(lambda t: F.pad(t, pads, mode=mode) * 2.0).eval(), x)
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(length=st.integers(60, 400), other=st.lists(st.integers(1, 4), min_size=0, max_size=2),
+       axis=st.integers(0, 2), seed=st.integers(0, 1000))
+def test_cumsum_matches_torch_on_long_and_short_axes(length, other, axis, seed):
+    """Running sums over an axis of any length: the blocked scan past ``CUMSUM_DIRECT``
+    (blocks of about its square root, a partial last block), the masked sum up to it."""
+    shape = list(other)
+    shape.insert(axis % (len(shape) + 1), length)
+    torch.manual_seed(seed)
+    dim = axis % (len(shape) + 1) - len(shape)        # negative dims too
+    check(Fn(lambda t: t.cumsum(dim) - t).eval(), torch.randn(*shape))
+
+
 def test_a_tuned_decoder_block_with_transposed_conv_and_upsampling():
     """The search tunes the new anchors and the resampling fused into a conv's input."""
     class Decoder(nn.Module):
