@@ -5,7 +5,7 @@ not supported."""
 
 import pytest
 from graph_common import Fn, check, randomized
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tensortune as tt
@@ -187,14 +187,16 @@ def test_conv_transpose_matches_torch_on_random_shapes(c, k, h, w, kernel, strid
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(h=st.integers(1, 7), w=st.integers(2, 7), oh=st.integers(1, 15), ow=st.integers(1, 15),
-       mode=st.sampled_from(["bilinear", "nearest"]), corners=st.booleans(),
+       mode=st.sampled_from(["bilinear", "bicubic", "nearest"]), corners=st.booleans(),
        seed=st.integers(0, 1000))
+@example(h=4, w=5, oh=9, ow=3, mode="bicubic", corners=False, seed=0)
+@example(h=7, w=2, oh=3, ow=11, mode="bicubic", corners=True, seed=1)
 def test_resampling_matches_torch_on_random_sizes(h, w, oh, ow, mode, corners, seed):
     if mode == "nearest":     # sizes where one divides the other: a multiple, or a divisor
         oh = h * (1 + oh % 3) if oh % 2 else max(d for d in range(1, h + 1) if h % d == 0
                                                  and d <= max(1, oh % h))
         ow = w * (1 + ow % 3)
-    kw = {"align_corners": corners} if mode == "bilinear" else {}
+    kw = {"align_corners": corners} if mode != "nearest" else {}
     torch.manual_seed(seed)
     check(Fn(lambda x: F.interpolate(x, size=(oh, ow), mode=mode, **kw)).eval(),
           torch.randn(1, 2, h, w))

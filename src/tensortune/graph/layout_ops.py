@@ -1,7 +1,7 @@
 """Graph operators that move and resample data: ``broadcast`` (``expand``), ``roll``,
 ``flip``, ``triangle`` (``tril``/``triu``), ``tile`` (``repeat``), ``pad`` (constant,
 reflect, replicate, circular), ``resample``
-(``interpolate``, nearest and bilinear); and two anchors like ``conv2d``: the
+(``interpolate``, nearest, bilinear and bicubic); and two anchors like ``conv2d``: the
 transposed convolution and ``einsum``.
 
 Every index here is integer arithmetic on the loop variables (divisions, remainders and
@@ -148,13 +148,43 @@ def _source(o: Any, size: int, out: int, corners: bool) -> tuple[Any, Any, Any]:
     return i0, i1, w1
 
 
+# The cubic convolution kernel's parameter, as PyTorch's bicubic resampling takes it.
+CUBIC_A = -0.75
+
+
+def _cubic_taps(o: Any, size: int, out: int, corners: bool) -> list[tuple[Any, Any]]:
+    """Bicubic resampling along one axis: the output index ``o``'s four (input index,
+    weight) taps. Its source position ``num / den`` is not clamped at 0 (PyTorch's
+    ``area_pixel_compute_source_index`` with ``cubic``); the taps at ``floor - 1`` to
+    ``floor + 2`` are clamped into the axis, and weighted by the cubic convolution
+    kernel (Keys, ``CUBIC_A``) at the fraction ``t``."""
+    if corners:
+        num, den = o * (size - 1), max(out - 1, 1)
+    else:
+        num, den = (o * 2 + 1) * size - out, 2 * out
+    # num >= -den / 2 here, so the floor of num / den is (num + den) // den - 1 with
+    # the division's operand never negative.
+    i0 = (num + den) // den - 1
+    t = te.float32(num - i0 * den) * (1.0 / den)
+    a = CUBIC_A
+
+    def near(x: Any) -> Any:       # |x| <= 1
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+
+    def far(x: Any) -> Any:        # 1 < |x| < 2
+        return ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
+
+    weights = [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+    return [(te.min(te.max(i0 + (k - 1), 0), size - 1), wk) for k, wk in enumerate(weights)]
+
+
 @_op("resample", Pattern.INJECTIVE)
 def _resample(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     """``x`` (N, C, *spatial) resized to ``a["size"]``: ``mode`` "nearest" (each output
     reads ``floor(o * in / out)``, the index PyTorch's float scale gives where one size
     divides the other), "nearest-exact" (``floor((o + 0.5) * in / out)``, likewise) or
     "bilinear"/"linear" (two neighbours per axis, weights from the exact source
-    position)."""
+    position) or "bicubic" (four per axis, ``_cubic_taps``; 2-d only, as PyTorch's)."""
     x, size, mode = ins[0], tuple(int(s) for s in a["size"]), a["mode"]
     spatial = x.shape[2:]
     if len(size) != len(spatial):
@@ -171,10 +201,24 @@ def _resample(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
         return te.compute(shape, lambda *i: x[i[:2] + tuple(
             o // (out // s) if out >= s else o * (s // out) + (s // out // 2 if half else 0)
             for o, s, out in zip(i[2:], spatial, size))], name=n)
-    if mode not in ("bilinear", "linear"):
-        raise ValueError(f"mode {mode!r}: nearest, nearest-exact, linear and bilinear are "
-                         "supported")
     corners = bool(a.get("align_corners", False))
+    if mode == "bicubic":
+        if len(spatial) != 2:
+            raise ValueError(f"bicubic resampling of {len(spatial)} spatial axes: only 2")
+
+        def cubic(*i: Any) -> Any:
+            rows, cols = (_cubic_taps(o, s, out, corners)
+                          for o, s, out in zip(i[2:], spatial, size))
+            total: Any = None
+            for r, wr in rows:
+                for c, wc in cols:
+                    term = x[i[:2] + (r, c)] * (wr * wc)
+                    total = term if total is None else total + term
+            return total
+        return te.compute(shape, cubic, name=n)
+    if mode not in ("bilinear", "linear"):
+        raise ValueError(f"mode {mode!r}: nearest, nearest-exact, linear, bilinear and "
+                         "bicubic are supported")
 
     def body(*i: Any) -> Any:
         taps = [_source(o, s, out, corners) for o, s, out in zip(i[2:], spatial, size)]
