@@ -266,7 +266,8 @@ def test_unsupported_forms_say_what_and_where():
         (Fn(lambda x: F.normalize(x, p=1.0)), (2, 3), "normalize with p=1.0"),
         (Fn(lambda x: F.scaled_dot_product_attention(x, x, x, dropout_p=0.1)), (1, 2, 4),
          "dropout_p > 0"),
-        (nn.LSTM(3, 4, proj_size=2), (2, 1, 3), "LSTM with proj_size is not supported"),
+        (Fn(lambda x: F.interpolate(x, size=(4, 4), mode="bilinear", antialias=True)),
+         (1, 2, 8, 8), "antialias is not supported"),
         (Fn(lambda x: x.real), (2, 3), "attribute 'real'"),
         (Fn(lambda x: torch.roll(x, 1)), (2, 3), "roll without dims"),
     ]

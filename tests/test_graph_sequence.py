@@ -80,7 +80,8 @@ def test_attention_with_masks_and_multihead_attention():
 
 def test_lstm_gru_and_rnn_unrolled_match_torch():
     """Outputs and final states, picked as models pick them (``out, (h, c) = lstm(x)``),
-    of one and two layers, both directions, batch first, without bias."""
+    of one and two layers, both directions, batch first, without bias, an LSTM with
+    ``proj_size``."""
     class Pick(nn.Module):
         def __init__(self, rnn, pick):
             super().__init__()
@@ -101,6 +102,10 @@ def test_lstm_gru_and_rnn_unrolled_match_torch():
         (nn.RNN(5, 7, num_layers=2, nonlinearity="relu", batch_first=True),
          lambda y: y[0][:, -1] + y[1][1], (2, 4, 5)),
         (nn.RNN(5, 7), lambda y: y[0], (4, 2, 5)),
+        # projected: h of 4 (the output's too), c of 10
+        (nn.LSTM(6, 10, proj_size=4, num_layers=2, bidirectional=True),
+         lambda y: torch.cat([y[0].flatten(), y[1][0].flatten(), y[1][1].flatten()]),
+         (3, 2, 6)),
     ]
     for rnn, pick, shape in cases:
         compiled = check(randomized(Pick(rnn, pick)), torch.randn(*shape))
@@ -110,8 +115,9 @@ def test_lstm_gru_and_rnn_unrolled_match_torch():
 
 
 def test_recurrent_layers_start_from_the_initial_state_given():
-    """A GRU from a constant state made in forward; a 2-layer bidirectional LSTM from
-    (h_0, c_0) given as model inputs, picked per layer and direction."""
+    """A GRU from a constant state made in forward; a 2-layer bidirectional LSTM, and a
+    projected 2-layer one, from (h_0, c_0) given as model inputs, picked per layer and
+    direction."""
     check(randomized(_WithState()), torch.randn(3, 2, 4))
 
     class Stateful(nn.Module):
@@ -123,14 +129,26 @@ def test_recurrent_layers_start_from_the_initial_state_given():
             out, (h, c) = self.rnn(x, (h0, c0))
             return out.sum(0)[:, 6:] + h[3] - c[1]
 
-    model = randomized(Stateful())
-    args = (torch.randn(4, 2, 5), torch.randn(4, 2, 6), torch.randn(4, 2, 6))
-    compiled = tt.compile_model(model, args)
-    with torch.no_grad():
-        want = model(*args)
-    got = compiled(*args)
-    assert float(want.abs().max()) > 0
-    assert float((got - want).abs().max()) <= 1e-5 * float(want.abs().max())
+    class Projected(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(5, 6, num_layers=2, proj_size=3)
+
+        def forward(self, x, h0, c0):
+            out, (h, c) = self.rnn(x, (h0, c0))
+            return torch.cat([out.flatten(), h.flatten(), c.flatten()])
+
+    for model, args in (
+            (randomized(Stateful()),
+             (torch.randn(4, 2, 5), torch.randn(4, 2, 6), torch.randn(4, 2, 6))),
+            (randomized(Projected()),
+             (torch.randn(4, 2, 5), torch.randn(2, 2, 3), torch.randn(2, 2, 6)))):
+        compiled = tt.compile_model(model, args)
+        with torch.no_grad():
+            want = model(*args)
+        got = compiled(*args)
+        assert float(want.abs().max()) > 0
+        assert float((got - want).abs().max()) <= 1e-5 * float(want.abs().max())
 
 
 class _WithState(nn.Module):

@@ -1,7 +1,8 @@
 """``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` at inference, unrolled over the example's
 (static) sequence length into the graph's ops, from the initial state given (or zeros):
 per layer and direction, one dense of every time step's input at once, then per step
-one dense of the hidden state, the gates sliced from it, and their element-wise update.
+one dense of the hidden state, the gates sliced from it, and their element-wise update
+(and an LSTM's ``proj_size`` projection of its new hidden state).
 The steps' hidden-state products are one task of weight T (the same function each
 step), and the gates' arithmetic fuses into their products.
 
@@ -32,10 +33,11 @@ def _step_of(s: Importer, x: TensorRef, t: int, w: str) -> TensorRef:
 
 
 def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | None,
-          w_hh: Any, b_hh: Any, hidden: int, w: str, nonlinearity: str = "tanh"
-          ) -> tuple[TensorRef, TensorRef | None]:
+          w_hh: Any, b_hh: Any, hidden: int, w: str, nonlinearity: str = "tanh",
+          w_hr: Any = None) -> tuple[TensorRef, TensorRef | None]:
     """One step: the input's gate values ``xg`` [B, G * H] (bias included) and the state
-    ``h`` (and ``c``) to the new state."""
+    ``h`` (and ``c``) to the new state; an LSTM with ``proj_size`` projects its new
+    ``h`` by ``w_hr`` [P, H] (no bias)."""
     hg = s.linear(h, w_hh, b_hh, w)
 
     def gate(src: TensorRef, k: int) -> TensorRef:
@@ -49,7 +51,8 @@ def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | No
         g, o = op("tanh", gate(pre, 2)), op("sigmoid", gate(pre, 3))
         assert c is not None
         c2 = op("add", op("mul", f, c), op("mul", i, g))
-        return op("mul", o, op("tanh", c2)), c2
+        h2 = op("mul", o, op("tanh", c2))
+        return (h2 if w_hr is None else s.linear(h2, w_hr, None, w)), c2
     if kind == "RNN":                                    # h' = tanh or relu of the sum
         return op(nonlinearity, op("add", xg, hg)), None
     # GRU: gates r, z, n; n = tanh(x_n + r * (W_hn h + b_hn)); h' = n + z * (h - n)
@@ -59,15 +62,17 @@ def _cell(s: Importer, kind: str, xg: TensorRef, h: TensorRef, c: TensorRef | No
     return op("add", n, op("mul", z, op("sub", h, n))), None
 
 
-def _initial(s: Importer, kind: str, n: Any, state: tuple[int, int], w: str
-             ) -> Callable[[int], tuple[TensorRef, TensorRef | None]]:
-    """The initial (h, c) of layer-and-direction ``k`` (c None but for an LSTM), each of
-    shape ``state`` [B, H]: slice k of the call's ``hx`` (``(h_0, c_0)`` for an LSTM,
-    [layers * directions, B, H] each), or zeros when the call gives none."""
+def _initial(s: Importer, kind: str, n: Any, state: tuple[int, int], cell: tuple[int, int],
+             w: str) -> Callable[[int], tuple[TensorRef, TensorRef | None]]:
+    """The initial (h, c) of layer-and-direction ``k`` (c None but for an LSTM), of
+    shapes ``state`` [B, H] (or [B, P] with ``proj_size``) and ``cell`` [B, H]: slice k
+    of the call's ``hx`` (``(h_0, c_0)`` for an LSTM, [layers * directions, B, ...]
+    each), or zeros when the call gives none."""
     hx = s.arg(n.args[1]) if len(n.args) > 1 else s.arg(n.kwargs.get("hx"))
     if hx is None:
         zeros = TensorRef(s.g.const("h0", np.zeros(state, "float32")))
-        return lambda k: (zeros, zeros if kind == "LSTM" else None)   # a GRU has no cell
+        zc = zeros if cell == state else TensorRef(s.g.const("c0", np.zeros(cell, "float32")))
+        return lambda k: (zeros, zc if kind == "LSTM" else None)   # a GRU has no cell
     # (PyTorch's example run has checked the state's shapes by now.)
     refs = [TensorRef(s.tensor(v, w)) for v in (hx if kind == "LSTM" else [hx])]
     return lambda k: (_step_of(s, refs[0], k, w),
@@ -78,8 +83,6 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
     """The graph values of an ``nn.LSTM``, ``nn.GRU`` or ``nn.RNN`` call: ``[output,
     (h_n, c_n)]`` or ``[output, h_n]``, as PyTorch returns them."""
     kind = type(m).__name__
-    if getattr(m, "proj_size", 0):
-        raise GraphError(f"{w}: LSTM with proj_size is not supported")
     x = s.arg(n.args[0])
     shape = s.shape(x)
     if len(shape) != 3:
@@ -88,7 +91,8 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
         x = _permuted(s, x, (1, 0, 2), w)
     steps, batch = s.shape(x)[:2]
     hidden, dirs = m.hidden_size, 2 if m.bidirectional else 1
-    initial = _initial(s, kind, n, (batch, hidden), w)
+    out_size = getattr(m, "proj_size", 0) or hidden     # h's size: projected or not
+    initial = _initial(s, kind, n, (batch, out_size), (batch, hidden), w)
     last_h: list[TensorRef] = []
     last_c: list[TensorRef] = []
     for layer in range(m.num_layers):
@@ -96,15 +100,16 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
         for d in range(dirs):
             sfx = f"_l{layer}" + ("_reverse" if d else "")
             weights = [getattr(m, f"{p}{sfx}", None) for p in ("weight_ih", "weight_hh",
-                                                               "bias_ih", "bias_hh")]
+                                                               "bias_ih", "bias_hh",
+                                                               "weight_hr")]
             xg = s.linear(x, weights[0], weights[2], w)        # every step at once
             h, c = initial(layer * dirs + d)
             hs: list[TensorRef] = [h] * steps
             for t in (range(steps - 1, -1, -1) if d else range(steps)):
                 h, c = _cell(s, kind, _step_of(s, xg, t, w), h, c, weights[1], weights[3],
-                             hidden, w, getattr(m, "nonlinearity", "tanh"))
+                             hidden, w, getattr(m, "nonlinearity", "tanh"), weights[4])
                 hs[t] = h
-            seq = [s.reshape(hh, (1, batch, hidden), w).name for hh in hs]
+            seq = [s.reshape(hh, (1, batch, out_size), w).name for hh in hs]
             outs.append(s.op("concat", seq, w, axis=0) if steps > 1 else TensorRef(seq[0]))
             last_h.append(h)
             if c is not None:
@@ -112,9 +117,9 @@ def recurrent(s: Importer, n: Any, m: Any, w: str) -> list[Any]:
         x = outs[0] if dirs == 1 else s.op("concat", [o.name for o in outs], w, axis=2)
     out = _permuted(s, x, (1, 0, 2), w) if m.batch_first else x
 
-    def stacked(states: list[TensorRef]) -> TensorRef:
-        parts = [s.reshape(v, (1, batch, hidden), w).name for v in states]
+    def stacked(states: list[TensorRef], size: int) -> TensorRef:
+        parts = [s.reshape(v, (1, batch, size), w).name for v in states]
         return s.op("concat", parts, w, axis=0) if len(parts) > 1 else TensorRef(parts[0])
     if kind == "LSTM":
-        return [out, [stacked(last_h), stacked(last_c)]]
-    return [out, stacked(last_h)]
+        return [out, [stacked(last_h, out_size), stacked(last_c, hidden)]]
+    return [out, stacked(last_h, hidden)]
