@@ -138,6 +138,9 @@ def test_indices_of_extremes_and_comparisons_come_back_as_pytorch_types():
         assert torch.equal(got, want)
     values, indices = tt.compile_model(Fn(lambda t: torch.max(t, -1)).eval(), x)(x)
     assert indices.dtype == torch.int64 and torch.equal(indices, torch.max(x, -1).indices)
+    ties = torch.tensor([[1.0, 1.0, 1.0, 0.0, 1.0, 2.0, 2.0]])   # top-k: least index first
+    values, indices = tt.compile_model(Fn(lambda t: t.topk(4)).eval(), ties)(ties)
+    assert values.tolist() == [[2.0, 2.0, 1.0, 1.0]] and indices.tolist() == [[5, 6, 0, 1]]
 
 
 def test_contiguous_slices_are_views_read_in_place():
@@ -169,6 +172,25 @@ def test_values_made_from_constants_are_folded_at_import():
     compiled = check(Made().eval(), torch.randn(4, 5))
     ops = {n.op for n in compiled.graph.nodes.values()}
     assert "dense" in ops and not ops & {"permute", "scalar", "le"}
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), k=st.integers(1, 6),
+       dim=st.integers(-3, 2), largest=st.booleans(), seed=st.integers(0, 1000))
+def test_topk_matches_torch(shape, k, dim, largest, seed):
+    """torch.topk and Tensor.topk, largest or smallest, along any axis: the values, and
+    the indices as int64 where the values are distinct (PyTorch orders equal values in
+    no fixed way; here the least index comes first)."""
+    dim = dim % len(shape)
+    shape[dim] = max(shape[dim], k)
+    torch.manual_seed(seed)
+    x = torch.randn(*shape)
+    for fn in (lambda t: torch.topk(t, k, dim=dim, largest=largest).values * 2.0,
+               lambda t: t.topk(k, dim, largest)[1]):
+        model = Fn(fn).eval()
+        got, want = tt.compile_model(model, x)(x), model(x)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])

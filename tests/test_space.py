@@ -292,3 +292,26 @@ def test_a_long_row_is_vectorized_in_whole_vectors_of_the_target():
         inner = sch.get(sch.get_loops(sch.get_block("Y"))[-1])
         assert inner.kind == ForKind.VECTORIZED and inner.extent == width
         check_close(tt.build(sch)(*ins), evaluate(f, ins)[0])
+
+
+def test_many_small_reductions_fork_the_space_only_up_to_a_cap(monkeypatch):
+    """Five whole-array sums, each forked three ways by AddRFactor: their spaces multiply
+    (3^5 uncapped; a top-k's stages once made thousands) until ``MAX_SPACES`` is
+    reached, and after it each rule keeps its first schedule."""
+    from tensortune.space import space_generator
+
+    x = te.placeholder((512,), name="x")
+
+    def total(j: int):
+        r = te.reduce_axis(512, f"r{j}")
+        return te.compute((1,), lambda i: te.sum(x[r] * float(j + 1), axis=r), name=f"s{j}")
+    sums = [total(j) for j in range(5)]
+    y = te.compute((1,), lambda i: sum((s[i] for s in sums[1:]), sums[0][i]), name="y")
+    f = te.create_func([x, y], name="sums")
+    gen = PostOrderApply.default(TARGET)
+    assert space_generator.MAX_SPACES == 64
+    assert len(gen.generate(f)) == 3 ** 4         # 81 >= 64 after four: the fifth keeps one
+    monkeypatch.setattr(space_generator, "MAX_SPACES", 4)
+    assert len(gen.generate(f)) == 3 ** 2
+    monkeypatch.setattr(space_generator, "MAX_SPACES", 10**9)
+    assert len(gen.generate(f)) == 3 ** 5

@@ -278,3 +278,64 @@ def _arg_extreme(combiner: Callable[..., Any]) -> Callable[[list[Tensor], dict[s
 
 _op("argmax", Pattern.REDUCE)(_arg_extreme(te.max))
 _op("argmin", Pattern.REDUCE)(_arg_extreme(te.min))
+
+
+# A top-k is k passes over its axis, each a stage: kept to small k (a classifier's top 5).
+TOPK_MAX = 64
+
+
+def _topk_positions(x: Tensor, axis: int, k: int, largest: bool, n: str) -> list[Tensor]:
+    """For j < k, the position along ``axis`` of the j-th largest (``largest``, else
+    smallest) element of each row: the extreme of the positions not taken by earlier
+    stages, at the least such position on a tie (PyTorch orders equal values in no
+    fixed way). Each is int32 over the other axes ((1,) for a 1-d ``x``)."""
+    count = x.shape[axis]
+    outer = x.shape[:axis] + x.shape[axis + 1:]
+    fill = -math.inf if largest else math.inf
+    comb = te.max if largest else te.min
+    found: list[Tensor] = []
+    for j in range(k):
+        def src(i: tuple[Any, ...], r: Any) -> tuple[Any, ...]:
+            return (i[:axis] + (r,) + i[axis:]) if outer else (r,)
+
+        def free(i: tuple[Any, ...], r: Any, prev: tuple[Tensor, ...] = tuple(found)) -> Any:
+            return te.all(*[te.ne(r, p[i]) for p in prev]) if prev else None
+
+        def pick(cond: Any, a: Any, b: Any) -> Any:
+            return a if cond is None else te.if_then_else(cond, a, b)
+        r, q = te.reduce_axis(count, f"r{j}"), te.reduce_axis(count, f"q{j}")
+        ext = te.compute(outer or (1,), lambda *i, r=r: comb(
+            pick(free(i, r), x[src(i, r)], fill), axis=r), name=f"{n}_value{j}")
+
+        def first(*i: Any, q: Any = q, ext: Tensor = ext) -> Any:
+            hit = te.eq(x[src(i, q)], ext[i])
+            taken = free(i, q)
+            return te.min(te.if_then_else(hit if taken is None else te.all(taken, hit),
+                                          q, count), axis=q)
+        found.append(te.compute(outer or (1,), first, name=f"{n}_at{j}"))
+    return found
+
+
+def _topk(indices: bool) -> Callable[[list[Tensor], dict[str, Any], str], Tensor]:
+    """``torch.topk``'s values or indices (int32) along ``a["axis"]``, sorted."""
+    def compute(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+        x = ins[0]
+        axis, k = int(a["axis"]) % x.ndim, int(a["k"])
+        if not 0 < k <= min(TOPK_MAX, x.shape[axis]):
+            raise ValueError(f"topk of k={k} along an axis of {x.shape[axis]}: k from 1 to "
+                             f"{min(TOPK_MAX, x.shape[axis])} is supported")
+        found = _topk_positions(x, axis, k, bool(a.get("largest", True)), n)
+        shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
+
+        def at(*i: Any) -> Any:
+            rest = (i[:axis] + i[axis + 1:]) or (0,)
+            pos: Any = found[k - 1][rest]
+            for j in range(k - 2, -1, -1):
+                pos = te.if_then_else(te.eq(i[axis], j), found[j][rest], pos)
+            return pos if indices else x[i[:axis] + (pos,) + i[axis + 1:]]
+        return te.compute(shape, at, name=n)
+    return compute
+
+
+_op("topk", Pattern.INJECTIVE)(_topk(False))
+_op("topk_indices", Pattern.INJECTIVE)(_topk(True))

@@ -125,6 +125,16 @@ SHAPE_FUNCS: dict[str, Handler] = {
     "pixel_unshuffle": lambda s, a, k, w: shuffle(s, a[0], int(s.arg(a[1])), True, w),
 }
 
-# Functions that may return several tensors (``max``/``min`` over a dim): their list goes
+# Functions that may return several tensors (``max``/``min`` over a dim, ``topk``): their list goes
 # to ``getitem``/``getattr``, as ``torch_functions.SPLITS``' does.
-SHAPE_SPLITS: dict[str, Handler] = {"max": _extreme("max"), "min": _extreme("min")}
+def _topk(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> list[TensorRef]:
+    """``torch.topk``: its values and indices (sorted: ``sorted=False`` leaves PyTorch
+    any order, so this one is among them), each computed where the model reads it."""
+    x = s.tensor(a[0], w)
+    kw = {"k": int(s.arg(_kw(a, k, 1, "k", None))), "axis": int(s.arg(_kw(a, k, 2, "dim", -1))),
+          "largest": bool(s.arg(_kw(a, k, 3, "largest", True)))}
+    return [s.op("topk", [x], w, **kw), s.op("topk_indices", [x], w, **kw)]
+
+
+SHAPE_SPLITS: dict[str, Handler] = {"max": _extreme("max"), "min": _extreme("min"),
+                                    "topk": _topk}

@@ -57,6 +57,12 @@ class SpaceGenerator:
         raise NotImplementedError
 
 
+# Design spaces of one function at most (about; a rule may fork the last ones once
+# more). The suite's functions have 1-8. A top-k's 2k small reductions each forked by
+# AddRFactor made 2^(2k): a 12-stage one took 26 s and 10 GB to generate (RESULTS.md).
+MAX_SPACES = 64
+
+
 class PostOrderApply(SpaceGenerator):
     def __init__(self, rules: Sequence[ScheduleRule],
                  postprocs: Sequence[Postproc] = (), seed: int = 0) -> None:
@@ -91,7 +97,10 @@ class PostOrderApply(SpaceGenerator):
                     if name not in sch.block_names():
                         nxt.append(sch)
                         continue
-                    nxt += rule.apply(sch, sch.get_block(name))
+                    got = rule.apply(sch, sch.get_block(name))
+                    # Past MAX_SPACES the rules fork no more: each keeps its first
+                    # schedule (AddRFactor's is the block as it was).
+                    nxt += got if len(schs) < MAX_SPACES else got[:1]
                 schs = nxt
         return [s.trace for s in schs]
 
