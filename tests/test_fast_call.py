@@ -26,6 +26,13 @@ KERNELS = {name: tt.build(f) for name, f in FUNCS.items()}
 
 
 def test_the_extension_builds_here():
+    """Where Python's headers are (a Python without them calls kernels through ctypes,
+    tested below), the extension builds and every kernel calls through it."""
+    import sysconfig
+    from pathlib import Path
+
+    if not Path(sysconfig.get_paths()["include"], "Python.h").is_file():
+        pytest.skip("this Python has no headers: kernels are called through ctypes")
     assert fast_call.load() is not None, fast_call.REASON
     assert all(k._spec is not None for k in KERNELS.values())
 
@@ -144,7 +151,7 @@ def test_an_error_code_from_the_kernel_is_raised_with_its_name():
     f = FUNCS["gmm"]
     source = "#include <stdint.h>\nint32_t tt_packed(void **args) { return 3; }\n"
     k = Kernel(f, source, compile_source(source, tt.Target.host()), tt.Target.host())
-    assert k._spec is not None
+    assert (k._spec is not None) == (fast_call.load() is not None)
     a, b = random_inputs(f)
     with pytest.raises(tt.TensorTuneError, match="kernel gmm returned error code 3"):
         k(a, b)

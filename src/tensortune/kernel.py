@@ -56,7 +56,7 @@ class Kernel:
         self._specs = [(np.dtype(b.dtype), tuple(b.shape)) for b in func.params]
         self._argv = ctypes.c_void_p * len(func.params)
         # The call's checks and allocation in C (``codegen.fast_call``), where it builds:
-        # 12-15 us of Python a call with the kernel running (RESULTS.md).
+        # through ctypes a call cost 7-20 us over the kernel's C-loop time (RESULTS.md).
         self._spec: Any = None
         fc = fast_call.load()
         if fc is not None:

@@ -2,8 +2,8 @@
 and the call itself in one CPython extension, built once per machine and Python.
 
 ``Kernel.__call__`` through ctypes spent 7-8 us of Python a call on its checks and
-allocation, and 12-15 us with the kernel running (RESULTS.md: the interpreter's data
-out of cache after a kernel), where a layer norm of 64 x 1001 runs in 8.5 us. This
+allocation alone, and 7-20 us over the kernel's C-loop time when the kernel ran
+(RESULTS.md), where a layer norm of 64 x 1001 runs in 7-8 us. This
 module compiles ``_tt_call`` (the C below) with the Python and NumPy headers of the
 running interpreter into the kernel cache's ``call`` directory and loads it. Its
 ``call(spec, inputs, out)`` takes the fast path only when every argument is exactly an
