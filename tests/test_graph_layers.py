@@ -193,6 +193,28 @@ def test_topk_matches_torch(shape, k, dim, largest, seed):
         assert torch.equal(got, want)
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=st.lists(st.integers(1, 9), min_size=1, max_size=3), dim=st.integers(-3, 2),
+       descending=st.booleans(), ties=st.booleans(), seed=st.integers(0, 1000))
+def test_sort_and_argsort_match_torchs_stable_sort(shape, dim, descending, ties, seed):
+    """torch.sort, Tensor.sort and torch.argsort along any axis, either direction, with
+    equal values or without: values and indices as PyTorch's ``stable=True`` sort gives
+    them (equal values in their order)."""
+    dim = dim % len(shape)
+    torch.manual_seed(seed)
+    x = torch.randn(*shape)
+    if ties:
+        x = (x * 1.5).floor()
+    for fn, want in ((lambda t: torch.sort(t, dim, descending).values - 1.0,
+                      torch.sort(x, dim=dim, descending=descending, stable=True).values - 1.0),
+                     (lambda t: t.sort(dim=dim, descending=descending)[1],
+                      torch.sort(x, dim=dim, descending=descending, stable=True)[1]),
+                     (lambda t: torch.argsort(t, dim, descending),
+                      torch.argsort(x, dim=dim, descending=descending, stable=True))):
+        got = tt.compile_model(Fn(fn).eval(), x)(x)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+
+
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(c=st.integers(1, 4), k=st.integers(1, 4), h=st.integers(1, 6), w=st.integers(1, 6),
        kernel=st.integers(1, 4), stride=st.integers(1, 3), pad=st.integers(0, 2),

@@ -339,3 +339,39 @@ def _topk(indices: bool) -> Callable[[list[Tensor], dict[str, Any], str], Tensor
 
 _op("topk", Pattern.INJECTIVE)(_topk(False))
 _op("topk_indices", Pattern.INJECTIVE)(_topk(True))
+
+
+# A sort here counts, for each element, the elements before it: n^2 a row.
+SORT_MAX = 2048
+
+
+def _sort(indices: bool) -> Callable[[list[Tensor], dict[str, Any], str], Tensor]:
+    """``torch.sort``'s values or indices (int32) along ``a["axis"]``, stable (equal
+    values keep their order, as ``stable=True`` gives): each element's rank is the
+    count of those that come before it, and output j is the element whose rank is j."""
+    def compute(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
+        x = ins[0]
+        axis = int(a["axis"]) % x.ndim
+        count = x.shape[axis]
+        if count > SORT_MAX:
+            raise ValueError(f"sort along an axis of {count}: up to {SORT_MAX} is supported")
+        desc = bool(a.get("descending", False))
+
+        def at(t: Tensor, i: tuple[Any, ...], pos: Any) -> Any:
+            return t[i[:axis] + (pos,) + i[axis + 1:]]
+        r, q = te.reduce_axis(count, "r"), te.reduce_axis(count, "q")
+
+        def rank(*i: Any) -> Any:
+            mine, other = at(x, i, i[axis]), at(x, i, r)
+            ahead = te.any(other > mine if desc else other < mine,
+                           te.all(te.eq(other, mine), r < i[axis]))
+            return te.sum(te.if_then_else(ahead, 1, 0), axis=r)
+        ranks = te.compute(x.shape, rank, name=f"{n}_rank")
+        return te.compute(x.shape, lambda *i: te.sum(te.if_then_else(
+            te.eq(at(ranks, i, q), i[axis]), q if indices else at(x, i, q),
+            0 if indices else 0.0), axis=q), name=n)
+    return compute
+
+
+_op("sort", Pattern.REDUCE)(_sort(False))
+_op("sort_indices", Pattern.REDUCE)(_sort(True))

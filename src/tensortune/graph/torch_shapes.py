@@ -125,7 +125,8 @@ SHAPE_FUNCS: dict[str, Handler] = {
     "pixel_unshuffle": lambda s, a, k, w: shuffle(s, a[0], int(s.arg(a[1])), True, w),
 }
 
-# Functions that may return several tensors (``max``/``min`` over a dim, ``topk``): their list goes
+# Functions that may return several tensors (``max``/``min`` over a dim, ``topk``,
+# ``sort``): their list goes
 # to ``getitem``/``getattr``, as ``torch_functions.SPLITS``' does.
 def _topk(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> list[TensorRef]:
     """``torch.topk``: its values and indices (sorted: ``sorted=False`` leaves PyTorch
@@ -136,5 +137,22 @@ def _topk(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> list[TensorRe
     return [s.op("topk", [x], w, **kw), s.op("topk_indices", [x], w, **kw)]
 
 
+def _sort(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> list[TensorRef]:
+    """``torch.sort``: its values and indices, stable (equal values in their order, what
+    ``stable=True`` asks; without it PyTorch may order them either way)."""
+    x = s.tensor(a[0], w)
+    kw = {"axis": int(s.arg(_kw(a, k, 1, "dim", -1))),
+          "descending": bool(s.arg(_kw(a, k, 2, "descending", False)))}
+    return [s.op("sort", [x], w, **kw), s.op("sort_indices", [x], w, **kw)]
+
+
+def _argsort(s: Importer, a: list[Any], k: dict[str, Any], w: str) -> TensorRef:
+    """``torch.argsort``: ``sort``'s indices (stable)."""
+    return _sort(s, a, k, w)[1]
+
+
+SHAPE_FUNCS["argsort"] = _argsort
+
+
 SHAPE_SPLITS: dict[str, Handler] = {"max": _extreme("max"), "min": _extreme("min"),
-                                    "topk": _topk}
+                                    "topk": _topk, "sort": _sort}
