@@ -94,7 +94,7 @@ def _tune(args: argparse.Namespace) -> int:
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,
                       strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
                       name=args.workload, progress=progress,
-                      inputs=_given_inputs(args.inputs, func), weights=_weights(args))
+                      inputs=_given_inputs(args.inputs, func), weights=args.weights)
     # Measure again and keep the higher readings: one taken while the machine was slowed
     # (a busy neighbour, a host in a slow state) would put the kernel above its bound.
     again = Roofline.measure(func, target)
@@ -118,7 +118,7 @@ def _tune(args: argparse.Namespace) -> int:
              f"{roof.percent_at(lat):.1f}" if res.record else "-"),
             ("trials", str(res.trials)), ("errors", str(res.errors)),
             ("weights (packed at bind, untimed)",
-             ", ".join(_weights(args)) or "-"),
+             ", ".join(args.weights) or "-"),
             ("proposals with C already timed (not trials)", str(res.twins)),
             ("time", f"{res.seconds:.1f} s"),
             ("trials/s", f"{res.trials / max(res.seconds, 1e-9):.2f}"),
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                            help="the SQLite tuning database (default tuning.db)")
         p.add_argument("--shape", help="shape arguments, e.g. M=64,N=64,K=64")
         p.add_argument("--small", action="store_true", help="the suite's small test shape")
-        p.add_argument("--weights", default="", metavar="NAMES",
+        p.add_argument("--weights", type=_names, default=[], metavar="NAMES",
                        help="inputs fixed while the kernel is used, e.g. W,bias: timed "
                             "without the stages that read only them (packed once at bind)")
     tune = sub.choices["tune"]
@@ -360,9 +360,9 @@ def _weights_of(db: Any, hash_: str) -> str:
     return ""
 
 
-def _weights(args: argparse.Namespace) -> list[str]:
-    """The names given to ``--weights``."""
-    return [w.strip() for w in args.weights.split(",") if w.strip()]
+def _names(text: str) -> list[str]:
+    """An argparse type: comma-separated names (``--weights W,bias``)."""
+    return [w.strip() for w in text.split(",") if w.strip()]
 
 
 def _kept(args: argparse.Namespace) -> str:

@@ -39,9 +39,8 @@ def show_command(args: argparse.Namespace, shape: dict[str, int]) -> int:
             raise TensorTuneError(f"{e}; {args.db} holds records of: "
                                   f"{', '.join(held) or 'none'}") from e
         return _show_stored(db, stored, args.db)
-    names = [w.strip() for w in args.weights.split(",") if w.strip()]
-    if names:       # the workload tuned with ``--weights``
-        given = mark_weights(given, names)
+    if args.weights:       # the workload tuned with ``--weights``
+        given = mark_weights(given, args.weights)
     db = Database.existing(args.db)
     target = tt.Target.host()
     # The stored forms, fastest first: the first is the one shown (``tuned_func``'s).

@@ -64,7 +64,7 @@ class Kernel:
             self._spec = fc.spec(ctypes.cast(self._fn, ctypes.c_void_p).value or 0, func.name,
                                  len(func.inputs), tuple((dt.num, shape)
                                                          for dt, shape in self._specs))
-        self._cut: tuple[Kernel, Kernel, ConstantSplit] | None | bool = False  # not yet
+        self._cuts: dict[frozenset[int], tuple[Kernel, Kernel, ConstantSplit] | None] = {}
 
     def _check(self, i: int, arr: Any, buf, role: str) -> np.ndarray:
         where = f"{role} {i} ({buf.name})"
@@ -167,17 +167,24 @@ class Kernel:
         """
         ins, outs = self._prepare(inputs, out)
         given = out if out is not None else outs[0] if len(outs) == 1 else tuple(outs)
-        return BoundKernel(self, ins + outs, given, self._cut_kernels())
+        cut = self.cut(set(self.func.weights)) if self.func.weights else None
+        return BoundKernel(self, ins + outs, given, cut)
 
-    def _cut_kernels(self) -> tuple[Kernel, Kernel, ConstantSplit] | None:
-        """The pack and main kernels of a function with marked weights, built at the
-        first ``bind``; None where nothing reads only the weights."""
-        if self._cut is False:
-            split = split_constant_stages(self.func, set(self.func.weights)) \
-                if self.func.weights else None
-            self._cut = None if split is None else \
+    def cut(self, constant: set[int]) -> tuple[Kernel, Kernel, ConstantSplit] | None:
+        """The pack and main kernels of this kernel's function cut at its stages that
+        read only the inputs at positions ``constant`` (``split_constant_stages``), and
+        the split; None where there is no such stage. Built once per set of positions:
+        ``bind`` cuts at the marked weights, ``graph.prepack`` at a model's constants.
+
+        Example:
+            >>> pack_k, main_k, split = kernel.cut({1})
+        """
+        key = frozenset(constant)
+        if key not in self._cuts:
+            split = split_constant_stages(self.func, set(key))
+            self._cuts[key] = None if split is None else \
                 (build(split.pack, self.target), build(split.main, self.target), split)
-        return self._cut  # type: ignore[return-value]
+        return self._cuts[key]
 
 
 class BoundKernel:

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernel import Kernel, aligned_empty, build
+from ..kernel import Kernel, aligned_empty
 from ..reference import CheckError, check_close
-from ..tir.constant_stages import ConstantSplit, split_constant_stages
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,6 @@ class Prepacker:
     def __init__(self, always: bool = False) -> None:
         self.always = always        # keep every split form that checks equal, untimed
         self.choices: list[PackChoice] = []
-        self._split: dict[tuple[int, frozenset[int]],
-                          tuple[Kernel, Kernel, ConstantSplit] | None] = {}
         self._packs: dict[tuple[object, ...], list[np.ndarray]] = {}
         self._keep: dict[tuple[int, ...], bool] = {}
 
@@ -65,12 +62,7 @@ class Prepacker:
             constant = set(kern.func.weights)
         if not constant:
             return kern, arrays
-        skey = (id(kern), frozenset(constant))
-        if skey not in self._split:
-            split = split_constant_stages(kern.func, constant)
-            self._split[skey] = None if split is None else \
-                (build(split.pack, kern.target), build(split.main, kern.target), split)
-        got = self._split[skey]
+        got = kern.cut(constant)      # built once per kernel and constant set
         if got is None:
             return kern, arrays
         pack_k, main_k, split = got

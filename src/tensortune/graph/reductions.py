@@ -211,6 +211,11 @@ def _group_norm(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
                       name=n)
 
 
+def _along(t: Tensor, i: tuple[Any, ...], axis: int, pos: Any) -> Any:
+    """``t`` at index ``i`` with position ``pos`` on ``axis`` in place of ``i[axis]``."""
+    return t[i[:axis] + (pos,) + i[axis + 1:]]
+
+
 # Axes up to this long keep the one-stage masked sum (a few thousand terms a row).
 CUMSUM_DIRECT = 64
 
@@ -226,7 +231,7 @@ def _cumsum(ins: list[Tensor], a: dict[str, Any], n: str) -> Tensor:
     length = x.shape[axis]
 
     def at(t: Tensor, i: tuple[Any, ...], pos: Any) -> Any:
-        return t[i[:axis] + (pos,) + i[axis + 1:]]
+        return _along(t, i, axis, pos)
 
     if length <= CUMSUM_DIRECT:
         r = te.reduce_axis(length, "r")
@@ -332,7 +337,7 @@ def _topk(indices: bool) -> Callable[[list[Tensor], dict[str, Any], str], Tensor
             pos: Any = found[k - 1][rest]
             for j in range(k - 2, -1, -1):
                 pos = te.if_then_else(te.eq(i[axis], j), found[j][rest], pos)
-            return pos if indices else x[i[:axis] + (pos,) + i[axis + 1:]]
+            return pos if indices else _along(x, i, axis, pos)
         return te.compute(shape, at, name=n)
     return compute
 
@@ -358,7 +363,7 @@ def _sort(indices: bool) -> Callable[[list[Tensor], dict[str, Any], str], Tensor
         desc = bool(a.get("descending", False))
 
         def at(t: Tensor, i: tuple[Any, ...], pos: Any) -> Any:
-            return t[i[:axis] + (pos,) + i[axis + 1:]]
+            return _along(t, i, axis, pos)
         r, q = te.reduce_axis(count, "r"), te.reduce_axis(count, "q")
 
         def rank(*i: Any) -> Any:
