@@ -74,6 +74,22 @@ def test_an_interrupted_tune_says_what_it_kept(tmp_path, capsys, monkeypatch):
     assert "interrupted; nothing was measured" in capsys.readouterr().err
 
 
+def test_a_peak_read_on_a_busy_machine_is_not_shown_as_a_percent(capsys, monkeypatch):
+    from tensortune.measure import peak
+
+    real = peak.fma_peak
+    readings = iter([0.001])      # the first reading as a busy machine gave it, then real
+
+    def first_low(*args, **kwargs):
+        return next(readings, None) or real(*args, **kwargs)
+
+    monkeypatch.setattr(peak, "fma_peak", first_low)
+    assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "> peak read at start" in out and "% peak" not in out.split("tuning summary")[0]
+    assert "the first reading met a slower machine" in " ".join(out.split())
+
+
 def test_user_file_workload_and_errors(tmp_path, capsys):
     ops = tmp_path / "my_ops.py"
     ops.write_text(
