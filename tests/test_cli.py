@@ -86,8 +86,16 @@ def test_a_peak_read_on_a_busy_machine_is_not_shown_as_a_percent(capsys, monkeyp
     monkeypatch.setattr(peak, "fma_peak", first_low)
     assert main(["tune", "gmm", "--shape", "M=32,N=32,K=16", "--trials", "3"]) == 0
     out = capsys.readouterr().out
-    assert "> peak read at start" in out and "% peak" not in out.split("tuning summary")[0]
+    assert "> peak reading" in out and "% peak" not in out.split("tuning summary")[0]
     assert "the first reading met a slower machine" in " ".join(out.split())
+
+
+def test_the_live_line_fits_80_columns_where_reading_binds(capsys):
+    # NRM's 8 MiB are read at the memory's bandwidth long before its FLOPs bind
+    assert main(["tune", "nrm", "--trials", "2"]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.startswith("tuned"))
+    assert "% of bound" in line and "…" not in line and len(line) <= 80, line
 
 
 def test_user_file_workload_and_errors(tmp_path, capsys):

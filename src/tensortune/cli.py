@@ -71,28 +71,28 @@ def _tune(args: argparse.Namespace) -> int:
             TimeRemainingColumn()]
     with Progress(*cols, console=console, transient=False) as bar:
         def best(latency: float) -> str:
-            # GFLOP/s and % peak, and where the data's reading binds first, % of that
-            # bound too; a function without FLOPs (a transpose, integer arithmetic) only
-            # moves data: GB/s and % of the read bandwidth.
+            # GFLOP/s and % peak, or where the data's reading binds first, % of that bound
+            # (the summary gives both); a function without FLOPs (a transpose, integer
+            # arithmetic) only moves data: GB/s and % of the read bandwidth. Short enough
+            # that the line's counts and times fit 80 columns (rich cuts them to "0:…").
             found = latency < float("inf")
             if roof.flops <= 0:
                 gbs = roof.gbytes_per_s(latency) if found else 0.0
-                return f"{gbs:8.1f} GB/s ({roof.percent_at(latency):4.1f}% of bound)"
+                return f"{gbs:7.1f} GB/s ({roof.percent_at(latency):4.1f}% of bound)"
             gflops = roof.flops / latency / 1e9 if found else 0.0
             if gflops > 1.05 * roof.peak:
                 # The peak was read while something else held the cores (it read 4
                 # GFLOP/s beside a pip install); a percent of it would mislead. The
                 # peak is read again after tuning.
-                return f"{gflops:8.1f} GFLOP/s (> peak read at start)"
-            text = f"{gflops:8.1f} GFLOP/s ({100 * gflops / roof.peak:4.1f}% peak"
+                return f"{gflops:7.1f} GFLOP/s (> peak reading)"
             if roof.reading_bound:
-                text += f", {roof.percent_at(latency):4.1f}% of bound"
-            return text + ")"
+                return f"{gflops:7.1f} GFLOP/s ({roof.percent_at(latency):4.1f}% of bound)"
+            return f"{gflops:7.1f} GFLOP/s ({100 * gflops / roof.peak:4.1f}% peak)"
 
         task = bar.add_task("tuning", total=args.trials, best=best(float("inf")), errors=0)
 
         def progress(ev: dict[str, Any]) -> None:
-            what = {"retiming": "re-timing the 5 fastest", "retimed": "tuned"}
+            what = {"retiming": "re-timing", "retimed": "tuned"}
             bar.update(task, completed=ev["trials"], best=best(ev["best"]),
                        errors=ev["errors"], description=what.get(ev["stage"], "tuning"))
 
