@@ -84,10 +84,12 @@ def _tune(args: argparse.Namespace) -> int:
                 # The peak was read while something else held the cores (it read 4
                 # GFLOP/s beside a pip install); a percent of it would mislead. The
                 # peak is read again after tuning.
-                return f"{gflops:7.1f} GFLOP/s (> peak reading)"
-            if roof.reading_bound:
-                return f"{gflops:7.1f} GFLOP/s ({roof.percent_at(latency):4.1f}% of bound)"
-            return f"{gflops:7.1f} GFLOP/s ({100 * gflops / roof.peak:4.1f}% peak)"
+                share = "> peak reading"
+            elif roof.reading_bound:
+                share = f"{roof.percent_at(latency):4.1f}% of bound"
+            else:
+                share = f"{100 * gflops / roof.peak:4.1f}% peak"
+            return f"{gflops:7.1f} GFLOP/s ({share})"
 
         task = bar.add_task("tuning", total=args.trials, best=best(float("inf")), errors=0)
 
