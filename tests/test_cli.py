@@ -297,3 +297,21 @@ def test_tune_and_show_with_fixed_weights(tmp_path, capsys):
     assert main(["tune", *args, "--trials", "1", "--weights", "C"]) == 2
     err = capsys.readouterr().err
     assert "weight 'C' is an output" in err and "its inputs are A, B" in err
+
+
+def test_tune_takes_the_algorithms_it_is_named(tmp_path, capsys):
+    """``--algorithms none`` tunes the direct form alone; a name that is no algorithm is
+    an error that names the valid ones, before anything is stored."""
+    from tensortune.database import Database
+
+    db = tmp_path / "t.db"
+    args = ["tune", "convlayer", "--small", "--trials", "2", "--db", str(db)]
+    assert main(args + ["--algorithms", "none"]) == 0
+    assert [name for _, name, _, _ in Database(db).workloads()] == ["convlayer"]
+    capsys.readouterr()
+    other = str(tmp_path / "u.db")
+    assert main(["tune", "convlayer", "--small", "--trials", "2", "--db", other,
+                 "--algorithms", "winograd,wino4"]) == 2
+    err = capsys.readouterr().err
+    assert "no algorithm named 'wino4'; valid: winograd, winograd4" in err
+    assert not (tmp_path / "u.db").exists() or not Database(other).workloads()

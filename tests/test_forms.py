@@ -88,3 +88,45 @@ def test_no_other_form_without_algorithms_or_rewrite(tmp_path):
         res = tt.tune(f, trials=4, database=path, seed=0, **kw)
         assert "wino_M" not in str(res.func)
         assert len(Database(path).workloads()) == 1
+
+
+def test_algorithms_are_named_and_a_wrong_name_says_which_exist(tmp_path):
+    """True is the default set, False none, a list those named; a name that is no
+    algorithm is an error before any tuning, naming the valid ones."""
+    import pytest
+
+    from tensortune.search.forms import algorithm_names
+
+    assert algorithm_names(True) == ("winograd",)
+    assert algorithm_names(False) == ()
+    assert algorithm_names(["winograd4", "winograd", "winograd4"]) == ("winograd4", "winograd")
+    f = tt.workloads.get("convlayer", small=True)
+    with pytest.raises(tt.TensorTuneError, match=r"'wino4'.*valid: winograd, winograd4"):
+        tt.tune(f, trials=4, database=tmp_path / "t.db", algorithms=["wino4"])
+    assert not (tmp_path / "t.db").exists() or not Database(tmp_path / "t.db").workloads()
+
+
+def test_f4_winograd_is_tuned_when_named_and_compile_finds_it(tmp_path):
+    """``algorithms=["winograd4"]``: the direct form and F(4x4, 3x3) are tuned, not F(2x2,
+    3x3); the kernel computes the direct reference; ``stored_forms`` lists the F(4x4, 3x3)
+    form only where it has records, and ``compile`` weighs it."""
+    from tensortune.search.tune import stored_forms
+    from tensortune.workloads.conv import conv_layer
+
+    f = conv_layer(1, 8, 8, 8, 8)
+    path = tmp_path / "t.db"
+    res = tt.tune(f, trials=8, batch_size=4, database=path, seed=0, algorithms=["winograd4"])
+    db = Database(path)
+    target = tt.Target.host()
+    assert len(db.workloads()) == 2
+    stored = {label: rec for label, _, rec in stored_forms(f, db, target)}
+    assert set(stored) == {"direct", "winograd", "winograd4"}
+    assert stored["winograd"] is None and stored["winograd4"] is not None
+    assert res.best_latency == min(r.latency for r in stored.values() if r is not None)
+    ins = random_inputs(f, seed=5)
+    want = evaluate(f, ins)[0]
+    check_close(res.kernel(*[np.copy(a) for a in ins]), want)
+    check_close(tt.compile(f, database=path)(*[np.copy(a) for a in ins]), want)
+    # Without records of it, the F(4x4, 3x3) form is not listed.
+    assert "winograd4" not in {label for label, _, _ in stored_forms(f, Database(
+        tmp_path / "other.db"), target)}

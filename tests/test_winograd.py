@@ -1,6 +1,6 @@
-"""The Winograd F(2x2, 3x3) rewrite (rewrite/winograd.py): equal results on random
-inputs for random convolution shapes, compiled schedules of it compute the reference,
-and other convolutions are left alone."""
+"""The Winograd F(2x2, 3x3) and F(4x4, 3x3) rewrites (rewrite/winograd.py): equal
+results on random inputs for random convolution shapes, compiled schedules of them
+compute the reference, and other convolutions are left alone."""
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -15,15 +15,16 @@ from tensortune.workloads.conv import conv2d, conv_layer
 TARGET = tt.Target.host()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(N=st.integers(1, 2), C=st.integers(MIN_CHANNELS, 20), K=st.integers(1, 12),
-       H=st.integers(1, 5), W=st.integers(1, 5), layer=st.booleans())
-def test_winograd_preserves_meaning(N, C, K, H, W, layer):
-    """Even output sizes 2-10, with and without the folded batch norm's epilogue: the
-    float64 evaluation of the rewrite equals the direct convolution's."""
-    H, W = 2 * H, 2 * W
+       H=st.integers(1, 4), W=st.integers(1, 4), layer=st.booleans(), m=st.sampled_from([2, 4]))
+def test_winograd_preserves_meaning(N, C, K, H, W, layer, m):
+    """F(m x m, 3x3) on outputs of 1-4 tiles of m along each axis, with and without the
+    folded batch norm's epilogue: the float64 evaluation of the rewrite equals the direct
+    convolution's."""
+    H, W = m * H, m * W
     f = conv_layer(N, C, K, H, W) if layer else conv2d(N, C, K, H, W, 3, pad=1)
-    g = winograd(f)
+    g = winograd(f, m)
     assert g is not None
     assert 'block("wino_M"' in str(g)
     ins = random_inputs(f, seed=C * 31 + K)
@@ -39,6 +40,15 @@ def test_scheduled_winograd_computes_the_reference(C, K, H, seed):
     _draw_and_check(conv_layer(1, C, K, 2 * H, 6), seed)
 
 
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(C=st.integers(MIN_CHANNELS, 24), K=st.integers(4, 20), seed=st.integers(0, 1000),
+       d=st.sampled_from([1, 2]))
+def test_scheduled_f4_winograd_computes_the_reference(C, K, seed, d):
+    """The same for F(4x4, 3x3), undilated and dilated: its transforms' coefficients
+    (1/6, 1/24, 8) round more than F(2x2, 3x3)'s, within the check's tolerance."""
+    _draw_and_check(conv2d(1, C, K, 8, 8 * d, 3, dilation=d, pad=d, relu=True), seed, m=4)
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(N=st.integers(1, 2), C=st.integers(MIN_CHANNELS, 12), K=st.integers(1, 9),
        d=st.integers(2, 3), H=st.integers(1, 2), W=st.integers(1, 2), relu=st.booleans(),
@@ -46,11 +56,12 @@ def test_scheduled_winograd_computes_the_reference(C, K, H, seed):
 def test_a_dilated_convolution_keeps_its_meaning(N, C, K, d, H, W, relu, padded):
     """Dilation 2 and 3, outputs of 1-2 tiles per phase along each axis, padded to the
     input's size or not padded: the float64 evaluation of the rewrite equals the direct
-    dilated convolution's."""
+    dilated convolution's, for F(2x2, 3x3) and (one tile per phase) F(4x4, 3x3)."""
+    m = 4 if H == W == 1 else 2
     grow = 0 if padded else 2 * d       # unpadded, the output is 2d smaller than the input
-    f = conv2d(N, C, K, 2 * d * H + grow, 2 * d * W + grow, 3, dilation=d, relu=relu,
+    f = conv2d(N, C, K, m * d * H + grow, m * d * W + grow, 3, dilation=d, relu=relu,
                pad=d if padded else 0)
-    g = winograd(f)
+    g = winograd(f, m)
     assert g is not None
     ins = random_inputs(f, seed=C * 31 + K + d)
     check_close(evaluate(g, ins)[0], evaluate(f, ins)[0])
@@ -64,10 +75,11 @@ def test_a_scheduled_dilated_winograd_computes_the_reference(C, K, seed):
     _draw_and_check(conv2d(1, C, K, 8, 12, 3, dilation=2, relu=False), seed)
 
 
-def _draw_and_check(f, seed: int) -> None:
-    """Rewrite ``f``, draw a legal program from one of the rewrite's design spaces (the
-    seed picks which), build it and compare it with ``f``'s reference."""
-    g = winograd(f)
+def _draw_and_check(f, seed: int, m: int = 2) -> None:
+    """Rewrite ``f`` with F(m x m, 3x3), draw a legal program from one of the rewrite's
+    design spaces (the seed picks which), build it and compare it with ``f``'s
+    reference."""
+    g = winograd(f, m)
     assert g is not None
     gen = PostOrderApply.default(TARGET)
     spaces = gen.generate(g)
@@ -99,6 +111,12 @@ def test_other_convolutions_are_left_alone():
         assert winograd(tt.workloads.get(name)) is None, name
     g = winograd(tt.workloads.get("convlayer"))
     assert g is not None and winograd(g) is None      # not twice
+    # F(4x4, 3x3) asks for outputs in whole tiles of 4 (times the dilation).
+    assert winograd(conv2d(1, 16, 16, 6, 8, 3, pad=1), 4) is None
+    assert winograd(conv2d(1, 16, 16, 8, 12, 3, dilation=2, pad=2), 4) is None
+    for name in ("c2d", "convlayer", "dil"):
+        assert winograd(tt.workloads.get(name), 4) is not None
+    assert winograd(winograd(tt.workloads.get("c2d"), 4)) is None
 
 
 def test_a_transpose_read_at_several_places_stays_a_stage():

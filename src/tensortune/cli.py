@@ -101,7 +101,9 @@ def _tune(args: argparse.Namespace) -> int:
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,
                       strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
                       name=args.workload, progress=progress,
-                      inputs=_given_inputs(args.inputs, func), weights=args.weights)
+                      inputs=_given_inputs(args.inputs, func), weights=args.weights,
+                      algorithms=True if args.algorithms is None else
+                      [n for n in args.algorithms if n != "none"])
     # Measure again and keep the higher readings: one taken while the machine was slowed
     # (a busy neighbour, a host in a slow state) would put the kernel above its bound.
     again = Roofline.measure(func, target)
@@ -283,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
                       help="check candidates on these example arrays, saved with "
                            "np.savez(FILE, NAME=array, ...) under the function's input "
                            "names (default: random inputs)")
+    tune.add_argument("--algorithms", type=_names, default=None, metavar="NAMES",
+                      help="other algorithms tuned beside the direct form: winograd, "
+                           "winograd4 (F(4x4, 3x3)) or none (default: winograd)")
     tune.set_defaults(fn=_tune)
     tm = sub.add_parser("tune-model", help="tune and compile a PyTorch model")
     tm.add_argument("model", help="file.py:name, an nn.Module or a function returning one")

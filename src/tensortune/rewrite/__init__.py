@@ -10,7 +10,7 @@ from ..tir.stmt import PrimFunc
 from .pad_lanes import pad_lanes
 from .shared_operand import shared_operand
 from .stride_phase import stride_phase
-from .winograd import winograd
+from .winograd import winograd, winograd4
 
 REWRITES = (stride_phase, shared_operand)
 
@@ -26,4 +26,5 @@ def rewrite(func: PrimFunc, lanes: int = 16) -> PrimFunc | None:
     return new if new is not None else out
 
 
-__all__ = ["REWRITES", "pad_lanes", "rewrite", "shared_operand", "stride_phase", "winograd"]
+__all__ = ["REWRITES", "pad_lanes", "rewrite", "shared_operand", "stride_phase", "winograd",
+           "winograd4"]

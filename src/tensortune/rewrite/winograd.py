@@ -1,14 +1,19 @@
 """Winograd's minimal filtering F(2x2, 3x3): a 3x3, stride-1 convolution as a batch of
 16 matrix products over 4x4 input tiles, 2.25 times fewer multiply-adds. A dilated one
 too: with dilation d it is d x d undilated convolutions, one per phase (``_stages``).
+``winograd(func, 4)`` is F(4x4, 3x3) the same way: 36 products over 6x6 input tiles, 4
+times fewer multiply-adds, and transforms with 6.6 times the terms (its coefficients,
+up to 8 and down to 1/24, round more; a float32 CONVLAYER's error was 5e-6 of its
+largest output against 2e-7, within the check's 1e-4).
 
 Each 2x2 output tile ``Y`` of one output channel is ``A^T [sum_c (G g_c G^T) * (B^T
 d_c B)] A``, with ``g_c`` the 3x3 filter of input channel c and ``d_c`` the 4x4 input
 tile that the output tile reads (Lavin and Gray, "Fast Algorithms for Convolutional
 Neural Networks", 2016). The element-wise product summed over channels is, for each of
-the 16 positions (e, v) of the 4x4 transformed tile, a matrix product of the
-transformed input (tiles x channels) and the transformed filter (channels x output
-channels), the part the schedule space tiles like a GEMM. The stages::
+the 16 positions (e, v) of the 4x4 transformed tile (36 of 6x6 for F(4x4, 3x3)), a
+matrix product of the transformed input (tiles x channels) and the transformed filter
+(channels x output channels), the part the schedule space tiles like a GEMM. The stages
+of F(2x2, 3x3) (F(4x4, 3x3)'s read 6x6 input tiles at a stride of 4)::
 
     xt[n, h, w, c]           = X[n, c, h, w]                 (channels innermost)
     wt[c, r, s, k]           = W[k, c, r, s]                 (output channels innermost)
@@ -23,7 +28,7 @@ Each transform is written out as its formula for each (e, v), picked by a select
 loop computes only its own formula. The two transposes stay stages (``AutoInline``
 keeps a transpose that a consumer reads at several places), so the transforms read
 whole vectors along the channels. The result differs from the direct sum by rounding
-only (the transforms' coefficients are 0, +-1/2, +-1/4, +-1): ``tune`` checks every
+only (F(2x2, 3x3)'s coefficients are 0, +-1/2, +-1/4, +-1): ``tune`` checks every
 candidate against the float64 reference as always.
 
 A rewritten function is another algorithm, not always the faster one (few channels,
@@ -50,25 +55,43 @@ from ..tir.stmt import Block, Buffer, BufferStore, PrimFunc, seq
 BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
 G = ((1, 0, 0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0, 0, 1))
 AT = ((1, 1, 1, 0), (0, 1, -1, -1))
+# F(4x4, 3x3) (Lavin and Gray's points 0, +-1, +-2): B^T (6x6), G (6x3), A^T (4x6).
+BT4 = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0),
+       (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))
+G4 = ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6),
+      (1 / 24, 1 / 12, 1 / 6), (1 / 24, -1 / 12, 1 / 6), (0, 0, 1))
+AT4 = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
+# The matrices of F(m x m, 3x3), by the output tile's side m.
+MATRICES = {2: (BT, G, AT), 4: (BT4, G4, AT4)}
 # Fewer input channels leave the products little to save against the transforms; 8 is
 # a guard against tiny convolutions, not a measured break-even.
 MIN_CHANNELS = 8
 
 
-def winograd(func: PrimFunc) -> PrimFunc | None:
+def winograd(func: PrimFunc, m: int = 2) -> PrimFunc | None:
     """``func`` with its first 3x3, stride-1, ungrouped 2-D convolution whose output
-    size is a multiple of twice its dilation computed by F(2x2, 3x3), or None when it
-    has none (module docstring)."""
+    size is a multiple of ``m`` times its dilation computed by F(m x m, 3x3) (``m`` 2 or
+    4), or None when it has none (module docstring)."""
     for blk, _ in iter_blocks(func.body):
-        parsed = _parse(blk)
+        parsed = _parse(blk, m)
         if parsed is not None:
-            return _rewrite(func, blk, *parsed)
+            return _rewrite(func, blk, *parsed, m)
     return None
 
 
-def _parse(blk: Block) -> tuple[Buffer, Buffer, Buffer, int] | None:
+def winograd4(func: PrimFunc) -> PrimFunc | None:
+    """``winograd(func, 4)``: F(4x4, 3x3), 4 times fewer multiply-adds than the direct
+    sum (2.25 for F(2x2, 3x3)), with 36 transformed positions a tile against 16.
+
+    Example:
+        >>> new = winograd4(tt.workloads.get("convlayer"))   # 28 x 28: 7 x 7 tiles
+    """
+    return winograd(func, 4)
+
+
+def _parse(blk: Block, m: int) -> tuple[Buffer, Buffer, Buffer, int] | None:
     """(input, filter, output, dilation d) of ``out[n, k, y, z] += X[n, c, y + d * r, z +
-    d * s] * W[k, c, r, s]`` with r, s in [0, 3) and y, z of extent a multiple of 2d;
+    d * s] * W[k, c, r, s]`` with r, s in [0, 3) and y, z of extent a multiple of m * d;
     None for any other block."""
     st = blk.body
     if blk.init is None or blk.predicate is not None or not isinstance(st, BufferStore):
@@ -100,8 +123,8 @@ def _parse(blk: Block) -> tuple[Buffer, Buffer, Buffer, int] | None:
             continue
         h_form = xi[2]      # None when not affine
         d = h_form[0].get(r, 0) if h_form is not None else 0
-        if ivs[r].extent != 3 or ivs[s].extent != 3 or d < 1 or ivs[y].extent % (2 * d) \
-                or ivs[z].extent % (2 * d) or ivs[c].extent < MIN_CHANNELS:
+        if ivs[r].extent != 3 or ivs[s].extent != 3 or d < 1 or ivs[y].extent % (m * d) \
+                or ivs[z].extent % (m * d) or ivs[c].extent < MIN_CHANNELS:
             continue
         if xi[2] != ({y: 1, r: d}, 0) or xi[3] != ({z: 1, s: d}, 0):
             continue
@@ -147,27 +170,29 @@ def _table(i: Expr, j: Expr, ni: int, nj: int, leaf: Callable[[int, int], Expr])
 
 
 def _stages(xin: Tensor, win: Tensor, shape: tuple[int, ...], name: str,
-            d: int = 1) -> Tensor:
-    """The F(2x2, 3x3) pipeline from ``xin`` [N, C, H + 2d, W + 2d] and ``win`` [K, C, 3,
-    3] to a tensor of ``shape`` [N, K, H, W] named ``name``, for dilation ``d``.
+            d: int = 1, m: int = 2) -> Tensor:
+    """The F(m x m, 3x3) pipeline from ``xin`` [N, C, H + 2d, W + 2d] and ``win`` [K, C,
+    3, 3] to a tensor of ``shape`` [N, K, H, W] named ``name``, for dilation ``d``.
 
     With d > 1 the image splits into d x d phases (rows ``h % d``), each an undilated
     convolution: a tile index ``t`` (H / 2 of them, as without dilation) is the tile
-    ``t // d`` of phase ``t % d``, whose 4 x 4 input rows lie ``d`` apart. The products
-    are the same as without dilation; ``Y`` is laid out [n, h, w, k] with h split as
-    (tile, row in tile, phase), so the final copy is the same transpose.
+    ``t // d`` of phase ``t % d``, whose input rows lie ``d`` apart. The products are the
+    same as without dilation; ``Y`` is laid out [n, h, w, k] with h split as (tile, row
+    in tile, phase), so the final copy is the same transpose.
     """
     N, K, H, W = shape
     C = win.shape[1]
-    TH, TW = H // 2, W // 2
+    bt, g, at = MATRICES[m]
+    a = m + 2       # the transformed tile's side
+    TH, TW = H // m, W // m
     xt = te.compute((N, H + 2 * d, W + 2 * d, C), lambda n, h, w, c: xin[n, c, h, w],
                     name="wino_xt")
     # Channel-major, so a copy that walks it in order reads each filter's 3x3 row of W
     # once (laid out [3, 3, C, K], each of the nine planes re-read all of W: 39 of a
     # 343 us CONVLAYER kernel, RESULTS.md).
     wt = te.compute((C, 3, 3, K), lambda c, r, s, k: win[k, c, r, s], name="wino_wt")
-    U = te.compute((4, 4, C, K), lambda e, v, c, k: _table(e, v, 4, 4, lambda a, b: _lin(
-        [(G[a][r] * G[b][s], wt[c, r, s, k]) for r in range(3) for s in range(3)])),
+    U = te.compute((a, a, C, K), lambda e, v, c, k: _table(e, v, a, a, lambda i, j: _lin(
+        [(g[i][r] * g[j][s], wt[c, r, s, k]) for r in range(3) for s in range(3)])),
         name="wino_U")
 
     # Without dilation the expressions and Y's [n, th, i, tw, j, k] layout stay as they
@@ -175,41 +200,41 @@ def _stages(xin: Tensor, win: Tensor, shape: tuple[int, ...], name: str,
     # print other design spaces and C for C2D and CONVLAYER.
     def row(t: Expr, p: int) -> Expr:
         """The input row (or column) of element ``p`` of tile ``t``."""
-        return 2 * t + p if d == 1 else t // d * (2 * d) + t % d + d * p
+        return m * t + p if d == 1 else t // d * (m * d) + t % d + d * p
 
-    V = te.compute((4, 4, N, TH, TW, C), lambda e, v, n, th, tw, c: _table(
-        e, v, 4, 4, lambda a, b: _lin(
-            [(BT[a][p] * BT[b][q], xt[n, row(th, p), row(tw, q), c])
-             for p in range(4) for q in range(4)])), name="wino_V")
+    V = te.compute((a, a, N, TH, TW, C), lambda e, v, n, th, tw, c: _table(
+        e, v, a, a, lambda i, j: _lin(
+            [(bt[i][p] * bt[j][q], xt[n, row(th, p), row(tw, q), c])
+             for p in range(a) for q in range(a)])), name="wino_V")
     rc = te.reduce_axis(C, name="wino_c")
-    M = te.compute((4, 4, N, TH, TW, K), lambda e, v, n, th, tw, k: te.sum(
+    M = te.compute((a, a, N, TH, TW, K), lambda e, v, n, th, tw, k: te.sum(
         V[e, v, n, th, tw, rc] * U[e, v, rc, k], axis=rc), name="wino_M")
 
-    def out_tile(m: Callable[[int, int], Expr], i: Expr, j: Expr) -> Expr:
-        return _table(i, j, 2, 2, lambda a, b: _lin(
-            [(AT[a][e] * AT[b][v], m(e, v)) for e in range(4) for v in range(4)]))
+    def out_tile(mt: Callable[[int, int], Expr], i: Expr, j: Expr) -> Expr:
+        return _table(i, j, m, m, lambda x, y: _lin(
+            [(at[x][e] * at[y][v], mt(e, v)) for e in range(a) for v in range(a)]))
 
     if d == 1:
-        Y = te.compute((N, TH, 2, TW, 2, K), lambda n, th, i, tw, j, k: out_tile(
+        Y = te.compute((N, TH, m, TW, m, K), lambda n, th, i, tw, j, k: out_tile(
             lambda e, v: M[e, v, n, th, tw, k], i, j), name="wino_Y")
-        return te.compute(shape, lambda n, k, h, w: Y[n, h // 2, h % 2, w // 2, w % 2, k],
+        return te.compute(shape, lambda n, k, h, w: Y[n, h // m, h % m, w // m, w % m, k],
                           name=name)
-    Y = te.compute((N, H // (2 * d), 2, d, W // (2 * d), 2, d, K),
+    Y = te.compute((N, H // (m * d), m, d, W // (m * d), m, d, K),
                    lambda n, th, i, ph, tw, j, pw, k: out_tile(
                        lambda e, v: M[e, v, n, th * d + ph, tw * d + pw, k], i, j),
                    name="wino_Y")
     return te.compute(shape, lambda n, k, h, w: Y[
-        n, h // (2 * d), h // d % 2, h % d, w // (2 * d), w // d % 2, w % d, k], name=name)
+        n, h // (m * d), h // d % m, h % d, w // (m * d), w // d % m, w % d, k], name=name)
 
 
 def _rewrite(func: PrimFunc, blk: Block, xbuf: Buffer, wbuf: Buffer, obuf: Buffer,
-             dilation: int) -> PrimFunc | None:
+             dilation: int, m: int) -> PrimFunc | None:
     names = {b.name for b, _ in iter_blocks(func.body)}
     if names & {"wino_xt", "wino_U", "wino_V", "wino_M", "wino_Y"}:
         return None     # rewritten already
     xin = te.placeholder(xbuf.shape, xbuf.dtype, name=f"{xbuf.name}_in")
     win = te.placeholder(wbuf.shape, wbuf.dtype, name=f"{wbuf.name}_in")
-    out = _stages(xin, win, obuf.shape, blk.name, dilation)
+    out = _stages(xin, win, obuf.shape, blk.name, dilation, m)
     part = te.create_func([xin, win, out], name=func.name)
     body = part.body
     for old, new in zip(part.params, (xbuf, wbuf, obuf)):

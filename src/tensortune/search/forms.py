@@ -1,7 +1,14 @@
 """Forms of one computation tuned side by side: the function as ``tune`` gets it (after
 the rewrites that always pay, ``tensortune.rewrite.rewrite``) and each other algorithm
-for it (``ALGORITHMS``: Winograd's F(2x2, 3x3) for a 3x3 convolution), each its own
-workload in the database with its own search, checked against the same reference.
+for it (``ALGORITHMS``: Winograd's F(2x2, 3x3) for a 3x3 convolution by default, and
+F(4x4, 3x3) when asked for), each its own workload in the database with its own search,
+checked against the same reference.
+
+F(4x4, 3x3) is not a default. Its programs cost about 4x an F(2x2, 3x3) program's gcc
+time (2.2 s against 0.55 on the Xeon of RESULTS.md), and its search needs more trials:
+on CONVLAYER its best after 125 trials read 1.005 ms, after 192 0.503 ms. Given 256
+trials of its own it ran C2D 1.09x faster than F(2x2, 3x3) given as many, and CONVLAYER
+0.98x; within a 256-trial budget it only took trials from the other forms.
 
 Another algorithm is not always the faster one, and its search may start slower: on
 CONVLAYER the Winograd form's best after 32 trials read 114-161 GFLOP/s against the
@@ -15,30 +22,58 @@ the same rounds.
 
 Example:
     >>> forms = algorithm_forms(tt.workloads.get("convlayer"))   # [("winograd", func)]
+    >>> algorithm_forms(tt.workloads.get("convlayer"), ["winograd4"])    # F(4x4, 3x3) only
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..codegen import Target
 from ..database import Database, TuningRecord
+from ..errors import TensorTuneError
 from ..measure import LocalBuilder, LocalRunner
-from ..rewrite.winograd import winograd
+from ..rewrite.winograd import winograd, winograd4
 from ..tir.stmt import PrimFunc
 from .records import retime_records
 from .tuning_task import TuningTask
 
 Algorithm = Callable[[PrimFunc], "PrimFunc | None"]
-ALGORITHMS: tuple[tuple[str, Algorithm], ...] = (("winograd", winograd),)
+# Every other algorithm a computation's form can take, by the name its workload carries;
+# DEFAULT_ALGORITHMS are those tuned when the caller does not name them (module docstring).
+ALGORITHMS: dict[str, Algorithm] = {"winograd": winograd, "winograd4": winograd4}
+DEFAULT_ALGORITHMS: tuple[str, ...] = ("winograd",)
 
 
-def algorithm_forms(func: PrimFunc) -> list[tuple[str, PrimFunc]]:
-    """(name, function) of each other algorithm that applies to ``func``."""
+def algorithm_names(algorithms: bool | Sequence[str]) -> tuple[str, ...]:
+    """The algorithms ``algorithms`` asks for: True the defaults, False none, else the
+    names given, each one of ``ALGORITHMS``.
+
+    Example:
+        >>> algorithm_names(True), algorithm_names(["winograd4"])
+        (('winograd',), ('winograd4',))
+    """
+    if isinstance(algorithms, bool):
+        return DEFAULT_ALGORITHMS if algorithms else ()
+    if isinstance(algorithms, str):
+        algorithms = [algorithms]
+    names = tuple(dict.fromkeys(algorithms))
+    bad = [n for n in names if n not in ALGORITHMS]
+    if bad:
+        raise TensorTuneError(f"algorithms: no algorithm named {', '.join(map(repr, bad))}; "
+                              f"valid: {', '.join(ALGORITHMS)} (or True for "
+                              f"{', '.join(DEFAULT_ALGORITHMS)}, False for none)")
+    return names
+
+
+def algorithm_forms(func: PrimFunc, algorithms: bool | Sequence[str] = True
+                    ) -> list[tuple[str, PrimFunc]]:
+    """(name, function) of each algorithm of ``algorithms`` (``algorithm_names``) that
+    applies to ``func``."""
     out = []
-    for label, algo in ALGORITHMS:
-        new = algo(func)
+    for label in algorithm_names(algorithms):
+        new = ALGORITHMS[label](func)
         if new is not None:
             out.append((label, new))
     return out
@@ -46,10 +81,11 @@ def algorithm_forms(func: PrimFunc) -> list[tuple[str, PrimFunc]]:
 
 def make_forms(func: PrimFunc, db: Database, target: Target, *, strategy: Any = "evolutionary",
                name: str | None = None, rewrite: bool = True, space: Any = None,
-               inputs: Any = None, algorithms: bool = True, **common: Any) -> Forms:
+               inputs: Any = None, algorithms: bool | Sequence[str] = True,
+               **common: Any) -> Forms:
     """The forms ``tune`` and the task scheduler search for ``func``: a ``TuningTask`` of
-    ``func`` (``common`` holds its other arguments), and, with ``algorithms``, one of each
-    other algorithm for it (``algorithm_forms``), named ``<name>_<algorithm>``, checked
+    ``func`` (``common`` holds its other arguments), and one of each other algorithm of
+    ``algorithms`` for it (``algorithm_forms``), named ``<name>_<algorithm>``, checked
     on the same case and counting ``func``'s FLOPs. None of those for a template
     ``space`` (it schedules the function as written), a strategy object (one search
     state cannot serve two tasks) or ``rewrite=False`` (tune as written).
@@ -59,7 +95,8 @@ def make_forms(func: PrimFunc, db: Database, target: Target, *, strategy: Any = 
         >>> len(forms.tasks)        # 2: CONVLAYER as given, and its Winograd form
     """
     # (Not a PrimFunc: the TuningTask says so.)
-    alts = algorithm_forms(func) if algorithms and rewrite and space is None and \
+    chosen = algorithm_names(algorithms)    # checked even where none applies
+    alts = algorithm_forms(func, chosen) if rewrite and space is None and \
         isinstance(strategy, str) and isinstance(func, PrimFunc) else []
     base = name or (func.name if isinstance(func, PrimFunc) else "")
     names = [base] + [f"{base}_{label}" for label, _ in alts]

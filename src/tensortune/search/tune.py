@@ -31,7 +31,7 @@ from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
 from ..tir.constant_stages import mark_weights
 from ..tir.stmt import PrimFunc
-from .forms import algorithm_forms, make_forms
+from .forms import ALGORITHMS, DEFAULT_ALGORITHMS, algorithm_forms, make_forms
 from .records import best_record, fresh_best, replay
 from .search_strategy import SearchStrategy
 from .tuning_task import _open
@@ -103,7 +103,8 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
          load_guard: bool = True, sched_variants: int = 3,
          draw_workers: int | None = None,
          double_after: int | None = DOUBLE_AFTER,
-         inputs: Sequence[np.ndarray] | None = None, algorithms: bool = True,
+         inputs: Sequence[np.ndarray] | None = None,
+         algorithms: bool | Sequence[str] = True,
          weights: Sequence[str | int] = ()) -> TuneResult:
     """Search for the fastest correct schedule of ``func``; see the module docstring.
     With ``rewrite``, an equivalent cheaper form of ``func`` (``tensortune.rewrite``) is
@@ -136,9 +137,11 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     (``log(x - 2)``, indices into a short table). ``tt.compile`` re-checks a stored best
     that went stale on random inputs.
     With ``algorithms``, each other algorithm for the computation (``search.forms``:
-    Winograd's for a 3x3 convolution) is tuned beside it as a form of its own, sharing
-    the budget equally, and the result is the fastest record of any form (``result.func`` the
-    form it ran); GFLOP/s count the work of the form given.
+    Winograd's F(2x2, 3x3) for a 3x3 convolution) is tuned beside it as a form of its
+    own, sharing the budget equally, and the result is the fastest record of any form
+    (``result.func`` the form it ran); GFLOP/s count the work of the form given.
+    ``algorithms`` may instead name them (``search.forms.ALGORITHMS``): ``["winograd4"]``
+    tunes F(4x4, 3x3) beside the direct form, at about 4x the gcc time a trial.
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it).
     ``weights`` names inputs that stay fixed while the kernel is used (a layer's weight
@@ -248,9 +251,10 @@ def stored_forms(func: PrimFunc, db: Database, target: Target
     if not top:
         top = db.top_k(func.structural_hash(), fp, 1)
     out = [("direct", direct, top[0] if top else None)]
-    for label, form in algorithm_forms(func):
+    for label, form in algorithm_forms(func, list(ALGORITHMS)):
         top = db.top_k(form.structural_hash(), fp, 1)
-        out.append((label, form, top[0] if top else None))
+        if top or label in DEFAULT_ALGORITHMS:    # another only where it was tuned
+            out.append((label, form, top[0] if top else None))
     return out
 
 
