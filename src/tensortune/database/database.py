@@ -252,6 +252,11 @@ class Database:
         return [r[0] for r in self.conn.execute("SELECT hash FROM workloads WHERE name=?",
                                                 (name,))]
 
+    def has_name_ending(self, suffix: str) -> bool:
+        """Whether some workload's name ends with ``suffix`` (a form's, ``_winograd4``)."""
+        return self.conn.execute("SELECT 1 FROM workloads WHERE substr(name, ?) = ? LIMIT 1",
+                                 (-len(suffix), suffix)).fetchone() is not None
+
     # ------------------------------------------------------------------ JSON lines
     def export_jsonl(self, path: str | Path) -> int:
         n = 0

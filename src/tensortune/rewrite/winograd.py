@@ -175,7 +175,7 @@ def _stages(xin: Tensor, win: Tensor, shape: tuple[int, ...], name: str,
     3, 3] to a tensor of ``shape`` [N, K, H, W] named ``name``, for dilation ``d``.
 
     With d > 1 the image splits into d x d phases (rows ``h % d``), each an undilated
-    convolution: a tile index ``t`` (H / 2 of them, as without dilation) is the tile
+    convolution: a tile index ``t`` (H / m of them, as without dilation) is the tile
     ``t // d`` of phase ``t % d``, whose input rows lie ``d`` apart. The products are the
     same as without dilation; ``Y`` is laid out [n, h, w, k] with h split as (tile, row
     in tile, phase), so the final copy is the same transpose.

@@ -6,7 +6,8 @@ checked against the same reference.
 
 F(4x4, 3x3) is not a default. Its programs cost about 4x an F(2x2, 3x3) program's gcc
 time (2.2 s against 0.55 on the Xeon of RESULTS.md), and its search needs more trials:
-on CONVLAYER its best after 125 trials read 1.005 ms, after 192 0.503 ms. Given 256
+on CONVLAYER its best read 1.005 ms after 125 trials in one run, 0.503 ms after 192 in
+another. Given 256
 trials of its own it ran C2D 1.09x faster than F(2x2, 3x3) given as many, and CONVLAYER
 0.98x; within a 256-trial budget it only took trials from the other forms.
 
