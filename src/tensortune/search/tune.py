@@ -239,7 +239,8 @@ def stored_forms(func: PrimFunc, db: Database, target: Target
     """(label, function, best record or None) of each form ``tune`` searches for
     ``func``: "direct" (its rewrite when the database holds records of that, else the
     function as given, which ``tune(rewrite=False)`` stores) and each other algorithm
-    (``search.forms``) by its name.
+    (``search.forms``) by its name: each default one, and another only where the
+    database holds records of it.
 
     Example:
         >>> [(label, rec.latency) for label, _, rec in stored_forms(f, db, t) if rec]
@@ -251,9 +252,8 @@ def stored_forms(func: PrimFunc, db: Database, target: Target
     if not top:
         top = db.top_k(func.structural_hash(), fp, 1)
     out = [("direct", direct, top[0] if top else None)]
-    # A form tuned only when named is listed where it has records. It is built only where
-    # the database names one: F(4x4, 3x3) takes 70-190 ms to build, for each task of a
-    # model.
+    # A form outside the defaults is built only where a workload's name says it was
+    # tuned: F(4x4, 3x3) takes 67-137 ms to build, paid for each task of a model.
     labels = [a for a in ALGORITHMS
               if a in DEFAULT_ALGORITHMS or db.has_name_ending(f"_{a}")]
     for label, form in algorithm_forms(func, labels):
