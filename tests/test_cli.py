@@ -2,6 +2,8 @@
 
 import sqlite3
 
+import pytest
+
 from tensortune.cli import main
 
 
@@ -90,12 +92,28 @@ def test_a_peak_read_on_a_busy_machine_is_not_shown_as_a_percent(capsys, monkeyp
     assert "the first reading met a slower machine" in " ".join(out.split())
 
 
-def test_the_live_line_fits_80_columns_where_reading_binds(capsys):
-    # NRM's 8 MiB are read at the memory's bandwidth long before its FLOPs bind
+@pytest.mark.parametrize("percent", [None, 100.2, 1234.0])
+def test_the_live_line_fits_80_columns_where_reading_binds(capsys, monkeypatch, percent):
+    # NRM's 8 MiB are read at the memory's bandwidth long before its FLOPs bind. A kernel
+    # can read a little above a bandwidth read while the machine was slowed (100.2% on a
+    # CI run), which once pushed the times out of 80 columns: every percent is forced.
+    from tensortune.measure.roofline import Roofline
+
+    if percent is not None:
+        monkeypatch.setattr(Roofline, "percent_at", lambda self, latency: percent)
     assert main(["tune", "nrm", "--trials", "2"]) == 0
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("tuned"))
     assert "% of bound" in line and "…" not in line and len(line) <= 80, line
+    if percent is not None:
+        assert (" 100% of bound" if percent < 1000 else ">999% of bound") in line, line
+
+
+def test_a_percent_in_the_live_line_keeps_four_characters():
+    from tensortune.cli_live import percent_text
+
+    shown = [percent_text(p) for p in (0.04, 7.25, 99.94, 99.96, 100.2, 999.4, 1234.0)]
+    assert shown == [" 0.0", " 7.2", "99.9", " 100", " 100", " 999", ">999"]
 
 
 def test_user_file_workload_and_errors(tmp_path, capsys):
@@ -315,3 +333,28 @@ def test_tune_takes_the_algorithms_it_is_named(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no algorithm named 'wino4'; valid: winograd, winograd4" in err
     assert not (tmp_path / "u.db").exists() or not Database(other).workloads()
+
+
+@pytest.mark.parametrize("trials,best,errors", [
+    (64, "1312.4 GFLOP/s (72.6% peak)", 0),
+    (512, "  29.6 GFLOP/s (99.9% of bound)", 12),
+    (2048, "1329.6 GFLOP/s (> peak reading)", 99)])
+def test_the_live_columns_fit_80_columns_at_long_runs(monkeypatch, trials, best, errors):
+    # Four-digit trial counts and a run's minutes left once cut the times to "12:34<23…"
+    import io
+
+    from rich.console import Console
+    from rich.progress import Progress, Task
+
+    from tensortune.cli_live import live_columns
+
+    monkeypatch.setattr(Task, "time_remaining", property(lambda self: 23 * 60 + 45))
+    buf = io.StringIO()
+    console = Console(file=buf, width=80)
+    with Progress(*live_columns(console.width), console=console) as bar:
+        task = bar.add_task("re-timing", total=trials, best=best, errors=errors)
+        bar.tasks[0].start_time = bar.get_time() - 754
+        bar.update(task, completed=trials // 2)
+    line = buf.getvalue().splitlines()[-1].rstrip()
+    assert len(line) <= 80 and "…" not in line and line.endswith("12:34<23:45"), line
+    assert f"{trials // 2}/{trials} best {best} err {errors} " in line, line

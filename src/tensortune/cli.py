@@ -17,6 +17,7 @@ import argparse
 import sys
 from typing import Any
 
+from .cli_live import best_text, live_columns
 from .cli_model import tune_model_command
 
 
@@ -47,14 +48,7 @@ def _tune(args: argparse.Namespace) -> int:
     import dataclasses
 
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import Progress
     from rich.table import Table
 
     import tensortune as tt
@@ -65,31 +59,9 @@ def _tune(args: argparse.Namespace) -> int:
     target = tt.Target.host()
     roof = Roofline.measure(func, target)
     console.print(f"[bold]{func.name}[/] on {target}\n{roof.describe()}")
-    cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("best {task.fields[best]}"),
-            TextColumn("errors {task.fields[errors]}"), TimeElapsedColumn(),
-            TimeRemainingColumn()]
-    with Progress(*cols, console=console, transient=False) as bar:
+    with Progress(*live_columns(console.width), console=console, transient=False) as bar:
         def best(latency: float) -> str:
-            # GFLOP/s and % peak, or where the data's reading binds first, % of that bound
-            # (the summary gives both); a function without FLOPs (a transpose, integer
-            # arithmetic) only moves data: GB/s and % of the read bandwidth. Short enough
-            # that the line's counts and times fit 80 columns (rich cuts them to "0:…").
-            found = latency < float("inf")
-            if roof.flops <= 0:
-                gbs = roof.gbytes_per_s(latency) if found else 0.0
-                return f"{gbs:7.1f} GB/s ({roof.percent_at(latency):4.1f}% of bound)"
-            gflops = roof.flops / latency / 1e9 if found else 0.0
-            if gflops > 1.05 * roof.peak:
-                # The peak was read while something else held the cores (it read 4
-                # GFLOP/s beside a pip install); a percent of it would mislead. The
-                # peak is read again after tuning.
-                share = "> peak reading"
-            elif roof.reading_bound:
-                share = f"{roof.percent_at(latency):4.1f}% of bound"
-            else:
-                share = f"{100 * gflops / roof.peak:4.1f}% peak"
-            return f"{gflops:7.1f} GFLOP/s ({share})"
+            return best_text(roof, latency)
 
         task = bar.add_task("tuning", total=args.trials, best=best(float("inf")), errors=0)
 
