@@ -157,21 +157,35 @@ def test_contiguous_slices_are_views_read_in_place():
 
 
 def test_values_made_from_constants_are_folded_at_import():
-    """A mask made in forward from ``arange``, a weight transposed in forward and
-    ``zeros_like`` are constants of the graph, not ops on it."""
+    """A mask made in forward from ``arange``, a weight transposed in forward, one
+    normalized in forward (``normalize`` is not the random ``normal``) and ``zeros_like``
+    are constants of the graph, not ops on it; a value drawn at random is not."""
     class Made(nn.Module):
         def __init__(self):
             super().__init__()
             self.w = nn.Parameter(torch.randn(5, 6))
+            self.v = nn.Parameter(torch.randn(3, 6))
 
         def forward(self, x):
             t = x.shape[0]
             keep = torch.arange(t)[None, :] <= torch.arange(t)[:, None]
             y = F.linear(x, self.w.t() * 0.5)                 # [t, 6]
-            return y.masked_fill(~keep[:, :1], 0.0) + torch.zeros_like(y) + torch.ones(6)
+            y = y.masked_fill(~keep[:, :1], 0.0) + torch.zeros_like(y) + torch.ones(6)
+            return F.linear(y, F.normalize(self.v, dim=1))    # [t, 3]
     compiled = check(Made().eval(), torch.randn(4, 5))
     ops = {n.op for n in compiled.graph.nodes.values()}
-    assert "dense" in ops and not ops & {"permute", "scalar", "le"}
+    assert "dense" in ops and not ops & {"permute", "scalar", "le", "sqrt", "clip", "div"}
+
+    class Drawn(nn.Module):
+        def __init__(self, draw):
+            super().__init__()
+            self.w, self.draw = nn.Parameter(torch.randn(5)), draw
+
+        def forward(self, x):
+            return x + self.draw(self.w)                      # drawn from a constant
+    for draw in (torch.randn_like, lambda w: w.clone().normal_()):
+        with pytest.raises(GraphError, match="unsupported operator '(randn_like|normal_)'"):
+            tt.compile_model(Drawn(draw).eval(), torch.randn(5))
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -28,9 +28,9 @@ HANDLERS = {**FUNCS, **SHAPE_FUNCS, **LAYER_FUNCS}
 # (``lstm(x)[1]`` is the pair ``(h_n, c_n)``).
 MANY = {**SPLITS, **SHAPE_SPLITS, "getitem": FUNCS["getitem"]}
 
-
-# Functions whose values are drawn at random: never folded into constants.
-_RANDOM = ("rand", "normal", "bernoulli", "multinomial", "dropout")
+# Drawn at random, so never folded: these whole names, their ``_``/``_like`` forms, dropouts.
+_RANDOM = ("rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
+           "uniform", "exponential", "geometric", "cauchy", "log_normal", "poisson", "rrelu")
 # Functions whose values depend on their input's shape alone.
 _SHAPE_ONLY = ("zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full")
 
@@ -169,12 +169,13 @@ class _Importer:
                 value = self.values[n.name]
                 name = n.target if isinstance(n.target, str) else n.target.__name__
                 self.current = n.name
-                if isinstance(value, self.torch.Tensor) and not any(
-                        r in name for r in _RANDOM) and (name in _SHAPE_ONLY or not (
+                if isinstance(value, self.torch.Tensor) and "dropout" not in name and \
+                        name.removesuffix("_").removesuffix("_like") not in _RANDOM and (
+                        name in _SHAPE_ONLY or not (
                             self._reads_graph(n.args) or self._reads_graph(n.kwargs))):
                     # Computed from constants alone (``torch.arange(T)``, a mask made in
-                    # forward, a transposed weight), or from only the shape of a value
-                    # (``zeros_like``): folded, as the example run made it.
+                    # forward, a transposed or normalized weight), or from only the shape
+                    # of a value (``zeros_like``): folded, as the example run made it.
                     self.env[n.name] = value
                     continue
                 if name in MANY and n.op != "call_module":
@@ -367,8 +368,7 @@ class _Importer:
         return self.op("layer_norm", [self.tensor(x, where), self.g.const("gamma", gamma),
                                       self.g.const("beta", beta)], where, eps=float(eps))
 
-    def rms_norm(self, x: Any, shape: Any, w: Any, eps: float | None, where: str
-                 ) -> TensorRef:
+    def rms_norm(self, x: Any, shape: Any, w: Any, eps: float | None, where: str) -> TensorRef:
         shape = tuple(shape) if isinstance(shape, (list, tuple)) else (int(shape),)
         gamma = to_numpy(w) if w is not None else np.ones(shape, "float32")
         # PyTorch's default eps: the machine epsilon of the input's type (float32 here).
