@@ -183,8 +183,9 @@ def test_values_made_from_constants_are_folded_at_import():
 
         def forward(self, x):
             return x + self.draw(self.w)                      # drawn from a constant
-    for draw in (torch.randn_like, lambda w: w.clone().normal_()):
-        with pytest.raises(GraphError, match="unsupported operator '(randn_like|normal_)'"):
+    for draw in (torch.randn_like, lambda w: w.clone().normal_(),
+                 lambda w: w.clone().random_(0, 4)):
+        with pytest.raises(GraphError, match="unsupported operator '(randn_like|normal_|random_)'"):
             tt.compile_model(Drawn(draw).eval(), torch.randn(5))
 
 

@@ -29,8 +29,8 @@ HANDLERS = {**FUNCS, **SHAPE_FUNCS, **LAYER_FUNCS}
 MANY = {**SPLITS, **SHAPE_SPLITS, "getitem": FUNCS["getitem"]}
 
 # Drawn at random, so never folded: these whole names, their ``_``/``_like`` forms, dropouts.
-_RANDOM = ("rand", "randn", "randint", "randperm", "normal", "bernoulli", "multinomial",
-           "uniform", "exponential", "geometric", "cauchy", "log_normal", "poisson", "rrelu")
+_RANDOM = ("rand", "randn", "randint", "randperm", "random", "normal", "bernoulli", "uniform",
+           "multinomial", "exponential", "geometric", "cauchy", "log_normal", "poisson", "rrelu")
 # Functions whose values depend on their input's shape alone.
 _SHAPE_ONLY = ("zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full")
 
