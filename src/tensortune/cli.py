@@ -58,7 +58,11 @@ def _tune(args: argparse.Namespace) -> int:
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
     target = tt.Target.host()
     roof = Roofline.measure(func, target)
-    console.print(f"[bold]{func.name}[/] on {target}\n{roof.describe()}")
+    # A function from the user's file is named as they named it, ``file.py:name``
+    # (te.create_func's default name is "main" for every one).
+    shown = args.workload.replace("\\", "/").rsplit("/", 1)[-1] if ":" in args.workload \
+        else func.name
+    console.print(f"[bold]{shown}[/] on {target}\n{roof.describe()}")
     with Progress(*live_columns(console.width), console=console, transient=False) as bar:
         def best(latency: float) -> str:
             return best_text(roof, latency)
@@ -85,7 +89,7 @@ def _tune(args: argparse.Namespace) -> int:
     roof = dataclasses.replace(roof, peak=max(roof.peak, again.peak),
                                bandwidth=max(roof.bandwidth, again.bandwidth))
     # One row per figure: ten columns do not fit an 80-column terminal.
-    table = Table(title=f"{func.name}: tuning summary")
+    table = Table(title=f"{shown}: tuning summary")
     table.add_column("")
     table.add_column("value", justify="right")
     lat = res.best_latency
