@@ -14,8 +14,6 @@ def test_example_runs_and_checks(capsys):
 
 
 def test_help_names_the_workloads_and_shows_examples(capsys):
-    import pytest
-
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
@@ -161,8 +159,6 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
     assert "bad_syntax.py, line 1 failed to run: SyntaxError" in capsys.readouterr().err
     assert main(["tune", "nope", "--trials", "1"]) == 2
     assert "unknown workload 'nope'" in capsys.readouterr().err
-    import pytest
-
     with pytest.raises(SystemExit):
         main(["tune", "gmm", "--trials", "-3"])
     assert "expected a whole number of 0 or more, got '-3'" in capsys.readouterr().err
@@ -170,6 +166,9 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
     bad.write_bytes(b"garbage" * 500)
     assert main(["show", "gmm", "--db", str(bad)]) == 2
     assert "not a usable tensortune database" in capsys.readouterr().err
+    gone = str(tmp_path / "gone.jsonl")
+    assert main(["db", "import", gone, "--db", str(tmp_path / "ok.db")]) == 2
+    assert f"error: cannot read {gone}: No such file" in capsys.readouterr().err
 
 
 def test_tune_a_function_that_only_moves_data(tmp_path, capsys):
@@ -202,8 +201,6 @@ def test_tune_a_function_that_only_moves_data(tmp_path, capsys):
 
 
 def test_tune_model_from_a_user_file(tmp_path, capsys):
-    import pytest
-
     pytest.importorskip("torch")
     net = tmp_path / "net.py"
     net.write_text(

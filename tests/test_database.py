@@ -84,6 +84,14 @@ def test_bad_files(tmp_path):
     junk.write_text("[1, 2]\n")
     with pytest.raises(DatabaseError, match="a JSON object per line, got list"):
         Database(tmp_path / "c.db").import_jsonl(junk)
+    # Files that cannot be read or written, or are not text: which file, and why.
+    junk.write_bytes(b'{"workload": "\xd0\x00"}\n')
+    with pytest.raises(DatabaseError, match="junk.jsonl: not a tensortune export: not UTF-8"):
+        Database(tmp_path / "c.db").import_jsonl(junk)
+    with pytest.raises(DatabaseError, match="cannot read .*gone.jsonl: No such file"):
+        Database(tmp_path / "c.db").import_jsonl(tmp_path / "gone.jsonl")
+    with pytest.raises(DatabaseError, match="cannot write .*x.jsonl: No such file"):
+        Database(tmp_path / "c.db").export_jsonl(tmp_path / "no" / "x.jsonl")
 
 
 def test_resume_never_remeasures(tmp_path):

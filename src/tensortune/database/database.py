@@ -23,6 +23,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
 
 from ..errors import TensorTuneError
 
@@ -259,8 +260,9 @@ class Database:
 
     # ------------------------------------------------------------------ JSON lines
     def export_jsonl(self, path: str | Path) -> int:
+        """Write every workload and record as JSON lines; returns how many records."""
         n = 0
-        with open(path, "w") as f:
+        with _open_text(path, "w") as f:
             for h, name, flops, _ in self.workloads():
                 text = self.workload_text(h)
                 f.write(json.dumps({"workload": h, "name": name, "flops": flops,
@@ -273,22 +275,37 @@ class Database:
     def import_jsonl(self, path: str | Path) -> int:
         """Add the records of an export; returns how many were new."""
         n = 0
-        with open(path) as f:
-            for i, line in enumerate(f, 1):
-                try:
-                    obj = json.loads(line)
-                    if not isinstance(obj, dict):
-                        raise TypeError(f"a JSON object per line, got {type(obj).__name__}")
-                    if "record" in obj:
-                        n += self.add(TuningRecord(**obj["record"]))
-                    else:
-                        self.add_workload(obj["workload"], obj["name"], obj["text"],
-                                          obj["flops"])
-                except KeyError as e:
-                    raise DatabaseError(
-                        f"{path}:{i}: not a tensortune export line (no field {e}; a line "
-                        "holds a record, or a workload with workload, name, text and "
-                        "flops)") from e
-                except (json.JSONDecodeError, TypeError) as e:
-                    raise DatabaseError(f"{path}:{i}: not a tensortune export line ({e})") from e
+        try:
+            with _open_text(path, "r") as f:
+                for i, line in enumerate(f, 1):
+                    n += self._import_line(line, f"{path}:{i}")
+        except UnicodeDecodeError as e:
+            # (Decoded a block at a time: which line is not known.)
+            raise DatabaseError(f"{path}: not a tensortune export: not UTF-8 text "
+                                f"({e.reason})") from e
         return n
+
+    def _import_line(self, line: str, where: str) -> int:
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict):
+                raise TypeError(f"a JSON object per line, got {type(obj).__name__}")
+            if "record" in obj:
+                return int(self.add(TuningRecord(**obj["record"])))
+            self.add_workload(obj["workload"], obj["name"], obj["text"], obj["flops"])
+            return 0
+        except KeyError as e:
+            raise DatabaseError(
+                f"{where}: not a tensortune export line (no field {e}; a line holds a "
+                "record, or a workload with workload, name, text and flops)") from e
+        except (json.JSONDecodeError, TypeError) as e:
+            raise DatabaseError(f"{where}: not a tensortune export line ({e})") from e
+
+
+def _open_text(path: str | Path, mode: str) -> IO[str]:
+    """``open(path, mode)``, or a DatabaseError that says which file and why."""
+    try:
+        return open(path, mode, encoding="utf-8")
+    except OSError as e:
+        raise DatabaseError(f"cannot {'read' if mode == 'r' else 'write'} {path}: "
+                            f"{e.strerror or e}") from e
