@@ -166,6 +166,9 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
     bad.write_bytes(b"garbage" * 500)
     assert main(["show", "gmm", "--db", str(bad)]) == 2
     assert "not a usable tensortune database" in capsys.readouterr().err
+    # No trials asked for: nothing failed, so the exit is 0 (it said no candidate passed)
+    assert main(["tune", "gmm", "--shape", "M=8,N=8,K=8", "--trials", "0"]) == 0
+    assert "no candidate passed" not in capsys.readouterr().out
     gone = str(tmp_path / "gone.jsonl")
     assert main(["db", "import", gone, "--db", str(tmp_path / "ok.db")]) == 2
     assert f"error: cannot read {gone}: No such file" in capsys.readouterr().err

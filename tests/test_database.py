@@ -84,6 +84,9 @@ def test_bad_files(tmp_path):
     junk.write_text("[1, 2]\n")
     with pytest.raises(DatabaseError, match="a JSON object per line, got list"):
         Database(tmp_path / "c.db").import_jsonl(junk)
+    with pytest.raises(DatabaseError, match=r"cannot open the tuning database .*t\.db "
+                       r"\(unable to open database file\): its directory .*no does not exist"):
+        Database(tmp_path / "no" / "t.db")
     # Files that cannot be read or written, or are not text: which file, and why.
     junk.write_bytes(b'{"workload": "\xd0\x00"}\n')
     with pytest.raises(DatabaseError, match="junk.jsonl: not a tensortune export: not UTF-8"):

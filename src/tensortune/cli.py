@@ -56,6 +56,7 @@ def _tune(args: argparse.Namespace) -> int:
 
     console = Console()
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
+    given = _given_inputs(args.inputs, func)    # its errors before the machine is read
     target = tt.Target.host()
     roof = Roofline.measure(func, target)
     # A function from the user's file is named as they named it, ``file.py:name``
@@ -77,7 +78,7 @@ def _tune(args: argparse.Namespace) -> int:
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,
                       strategy=args.strategy, cost_model=args.cost_model, seed=args.seed,
                       name=args.workload, progress=progress,
-                      inputs=_given_inputs(args.inputs, func), weights=args.weights,
+                      inputs=given, weights=args.weights,
                       algorithms=True if args.algorithms is None else
                       [n for n in args.algorithms if n != "none"])
     # Measure again and keep the higher readings: one taken while the machine was slowed
@@ -120,7 +121,7 @@ def _tune(args: argparse.Namespace) -> int:
     if res.waited:
         console.print(f"waited {res.waited:.1f} s for the machine to be as quiet as it was "
                       "(another process was busy); candidates are timed only then")
-    if res.record is None:
+    if res.record is None and res.trials:
         console.print("[red]no candidate passed the checks[/]")
         return 1
     return 0

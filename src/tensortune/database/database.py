@@ -75,7 +75,14 @@ class Database:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+        except sqlite3.OperationalError as e:
+            where = self.path.resolve().parent
+            why = f"its directory {where} does not exist" if not where.is_dir() else \
+                f"check that {where} is writable"
+            raise DatabaseError(f"cannot open the tuning database {self.path} ({e}): "
+                                f"{why}") from e
         # Two processes creating one file race on the switch to WAL, and SQLite reports
         # that lock at once instead of waiting: retry with a short random back-off.
         for _attempt in range(200):
