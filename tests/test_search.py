@@ -122,8 +122,13 @@ def test_bad_inputs():
         tt.tune(FUNCS["gmm"], trials=1, strategy="nope")
     with pytest.raises(tt.TensorTuneError, match="unknown cost model 'nope'"):
         tt.tune(FUNCS["gmm"], trials=1, cost_model="nope")
-    with pytest.raises(tt.TensorTuneError, match="tune takes a PrimFunc"):
+    with pytest.raises(tt.TensorTuneError, match=r"tune takes a PrimFunc, got str; a suite "
+                       r"workload: tt.workloads.get\('gmm'\)"):
         tt.tune("gmm", trials=1)
+    with pytest.raises(tt.TensorTuneError, match=r"got list \(te.create_func makes one\)"):
+        tt.tune([1], trials=1)
+    with pytest.raises(tt.TensorTuneError, match=r"compile takes a PrimFunc, got str; a suite"):
+        tt.compile("gmm", database="any.db")
     # A budget that is not a whole number of trials (or batches) says so before any work:
     # -3 trials used to run none silently, 2.5 to fail deep in the search.
     for kwargs, what in [({"trials": -3}, "trials"), ({"trials": 2.5}, "trials"),

@@ -34,7 +34,7 @@ from ..tir.stmt import PrimFunc
 from .forms import ALGORITHMS, DEFAULT_ALGORITHMS, algorithm_forms, make_forms
 from .records import best_record, fresh_best, replay
 from .search_strategy import SearchStrategy
-from .tuning_task import _open
+from .tuning_task import _open, not_a_func
 
 __all__ = ["TuneResult", "compile", "stored_forms", "tune", "tuned_func"]
 
@@ -276,6 +276,8 @@ def compile(func: PrimFunc, *, database: str | Path | Database,  # noqa: A001
     inputs), else on random inputs. A path with no database file is an error, not a new
     empty database. ``weights`` are those ``tune`` took: the marked function is the
     workload looked up, and ``kernel.bind`` runs its weight-only stages once."""
+    if not isinstance(func, PrimFunc):
+        raise not_a_func(func, "compile")
     tgt = target or Target.host()
     db = database if isinstance(database, Database) else Database.existing(database)
     if weights:

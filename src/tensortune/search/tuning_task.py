@@ -44,6 +44,13 @@ BARREN_BATCHES = 8
 REFILLS = 2
 
 
+def not_a_func(obj: object, what: str) -> TensorTuneError:
+    """The error for ``what`` (``tune``, ``compile``) given ``obj``, not a PrimFunc."""
+    hint = f"; a suite workload: tt.workloads.get({obj!r})" if isinstance(obj, str) else \
+        " (te.create_func makes one)"
+    return TensorTuneError(f"{what} takes a PrimFunc, got {type(obj).__name__}{hint}")
+
+
 class TuningTask:
     """The tuning state of one function, advanced a batch at a time: what ``tune`` runs
     once and the task scheduler runs for many functions, sharing one builder and runner.
@@ -64,7 +71,7 @@ class TuningTask:
                  case: tuple[list[np.ndarray], list[np.ndarray]] | None = None,
                  flops: float | None = None, kin: Sequence[str] = ()) -> None:
         if not isinstance(func, PrimFunc):
-            raise TensorTuneError(f"tune takes a PrimFunc, got {type(func).__name__}")
+            raise not_a_func(func, "tune")
         self.target, self.db, self.early_stop = target, db, early_stop
         # ``case``: the inputs and reference outputs of another form of the same
         # computation (``search.forms``), so every form is checked against one reference.
