@@ -277,6 +277,9 @@ def test_unsupported_operator_names_op_and_node():
         tt.compile_model(nn.Sequential(nn.LSTM(3, 3)).eval(), torch.randn(2, 1, 3))
     with pytest.raises(tt.TensorTuneError, match="compile_model: trials must be a whole"):
         tt.compile_model(nn.Sequential(nn.ReLU()).eval(), torch.randn(2, 3), trials=-1)
+    with pytest.raises(GraphError, match=r"compile_model takes a torch nn.Module \(or a "
+                       r"graph.Graph\), got str"):
+        tt.compile_model("resnet18", torch.randn(2, 3))
 
 
 def test_executor_rejects_a_wrong_input_shape():

@@ -27,7 +27,7 @@ from ..search.tuning_task import _open
 from ..tir.stmt import PrimFunc
 from .executor import Executor
 from .fuse import Group, Task, extract_tasks, fuse
-from .ir import Graph
+from .ir import Graph, GraphError
 
 
 class CompiledModel:
@@ -108,6 +108,9 @@ def compile_model(model: Any, example: Any, *, trials: int = 0,
     tgt = target or Target.host()
     if isinstance(model, Graph):
         graph = model
+    elif not callable(model):
+        raise GraphError(f"compile_model takes a torch nn.Module (or a graph.Graph), got "
+                         f"{type(model).__name__}")
     else:
         from .from_torch import from_torch
 
