@@ -86,6 +86,18 @@ def test_codegen_failure_is_a_value():
     assert res.error_kind == "codegen" and "IRError" in res.error_msg
 
 
+def test_a_missing_compiler_stops_the_run_and_says_so(tmp_path):
+    # Not a failing candidate, recorded and searched past: no candidate could be built.
+    import dataclasses
+
+    cc = str(tmp_path / "no-such-gcc")
+    target = dataclasses.replace(tt.Target.host(), cc=cc)
+    with pytest.raises(tt.TensorTuneError, match=f"cannot run the C compiler '{cc}' .*set CC"):
+        LocalBuilder(target, cache_dir=tmp_path).build([BuildInput(FUNC)])
+    with pytest.raises(tt.TensorTuneError, match="cannot run the C compiler"):
+        tt.tune(FUNC, trials=2, target=target, database=tmp_path / "t.db")
+
+
 def test_build_cache_and_parallel_builds():
     sch = tt.Schedule(FUNC)
     i, j, k = sch.get_loops(sch.get_block("C"))

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import BuildError
+from ..errors import BuildError, TensorTuneError
 from .kernel_cache import touch
 from .target import Target
 
@@ -87,8 +87,15 @@ def _run_group(cmd: list[str], timeout: float) -> tuple[int, str]:
     driver (what ``subprocess.run`` does) leaves ``cc1`` running on a core for as long as
     it takes, beside the candidates that come after it.
     """
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    except OSError as e:
+        # Not a failing candidate (a BuildError is recorded and the search goes on): no
+        # candidate can be built, so the run stops here and says why.
+        raise TensorTuneError(f"cannot run the C compiler {cmd[0]!r} ({e.strerror or e}); "
+                              "install gcc (Debian/Ubuntu: apt install gcc) or set CC to "
+                              "a gcc on this machine") from e
     try:
         _, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
