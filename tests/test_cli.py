@@ -107,6 +107,14 @@ def test_the_live_line_fits_80_columns_where_reading_binds(capsys, monkeypatch, 
         assert (" 100% of bound" if percent < 1000 else ">999% of bound") in line, line
 
 
+def test_a_latency_is_shown_in_the_unit_that_shows_it():
+    # A 1000-element sum's 64 ns read "0.0000 ms" in the summary and in show
+    from tensortune.cli_live import latency_text
+
+    shown = [latency_text(s) for s in (6.4e-8, 1.62e-6, 9.99e-5, 1e-4, 7.021e-4, 1.5)]
+    assert shown == ["64.0 ns", "1.620 us", "99.900 us", "0.1000 ms", "0.7021 ms", "1.500 s"]
+
+
 def test_a_percent_in_the_live_line_keeps_four_characters():
     from tensortune.cli_live import percent_text
 

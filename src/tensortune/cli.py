@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from .cli_live import best_text, live_columns
+from .cli_live import best_text, latency_text, live_columns
 from .cli_model import tune_model_command
 
 
@@ -95,7 +95,7 @@ def _tune(args: argparse.Namespace) -> int:
     table.add_column("value", justify="right")
     lat = res.best_latency
     flops = roof.flops > 0     # else no floating-point work: GB/s says how fast
-    rows = [("best latency", f"{lat * 1e3:.4f} ms" if res.record else "-"),
+    rows = [("best latency", latency_text(lat) if res.record else "-"),
             ("GFLOP/s", f"{res.gflops:.1f}" if flops else "- (no floating-point work)"),
             ("% FMA peak", f"{100 * res.gflops / roof.peak:.1f}" if flops else "-"),
             ("GB/s (inputs and outputs once)",

@@ -48,6 +48,20 @@ def live_columns(width: int = 80) -> list[Any]:
             TextColumn("err {task.fields[errors]}"), Times()]
 
 
+def latency_text(seconds: float) -> str:
+    """A kernel's time in the unit that shows it: a 1000-element sum's 64 ns read
+    "0.0000 ms" in milliseconds.
+
+    >>> [latency_text(s) for s in (6.4e-8, 1.62e-6, 7.021e-4, 1.5)]
+    ['64.0 ns', '1.620 us', '0.7021 ms', '1.500 s']
+    """
+    if seconds < 1e-6:
+        return f"{seconds * 1e9:.1f} ns"
+    if seconds < 1e-4:
+        return f"{seconds * 1e6:.3f} us"
+    return f"{seconds * 1e3:.4f} ms" if seconds < 1 else f"{seconds:.3f} s"
+
+
 def percent_text(percent: float) -> str:
     """A percent in four characters: ``72.6``, `` 100`` (a kernel a little above a bound
     read while the machine was slowed), ``>999``.

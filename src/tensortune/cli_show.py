@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .cli_live import latency_text
 from .database import Database
 from .errors import TensorTuneError
 
@@ -54,7 +55,7 @@ def show_command(args: argparse.Namespace, shape: dict[str, int]) -> int:
     for i, (label, f, top) in enumerate(forms):   # the first's best is ``rec``
         print(f"# {label + ' form: ' if len(forms) > 1 else ''}best of "
               f"{db.count(f.structural_hash(), fp)} records: "
-              f"{top.latency * 1e3:.4f} ms{'' if i == 0 else ' (not shown)'}")
+              f"{latency_text(top.latency)}{'' if i == 0 else ' (not shown)'}")
     if rec.source != source_hash(source):
         print("# (timed with other C than this tensortune generates for it; tt.compile "
               "times the best records again)")
@@ -92,7 +93,7 @@ def _show_stored(db: Database, stored: list[tuple[str, str, float, int]], path: 
         rec = top[0]
         rate = f", {flops / rec.latency / 1e9:.1f} GFLOP/s" if flops else ""
         print(f"# {name} (workload {hash_}): best of {db.count(hash_, fp)} records on this "
-              f"machine: {rec.latency * 1e3:.4f} ms{rate}")
+              f"machine: {latency_text(rec.latency)}{rate}")
         spec = name if ":" in name else f"path/to/file.py:{name}"
         print(f"# its loop nest and C need the function: tensortune show {spec} --db {path}\n")
         print(Trace.from_json(rec.trace).as_python(), "\n")
