@@ -43,13 +43,14 @@ def test_tune_show_and_db_commands(tmp_path, capsys):
     assert "timed with other C" in capsys.readouterr().out
     assert main(["db", "list", "--db", db]) == 0
     listed = capsys.readouterr().out
+    from tensortune.cli_live import latency_text
     from tensortune.database import Database
 
     best = min(r.latency for r in Database(db).records())
     row = next(line for line in listed.splitlines() if "gmm" in line)
     cells = [c.strip() for c in row.split("│")[1:-1]]
     # the workload, its hash, its records, those of this machine, the best, its GFLOP/s
-    assert cells[2:6] == ["4", "4", f"{best * 1e3:.4f}", f"{2 * 32 * 32 * 16 / best / 1e9:.1f}"]
+    assert cells[2:6] == ["4", "4", latency_text(best), f"{2 * 32 * 32 * 16 / best / 1e9:.1f}"]
     assert main(["db", "export", str(tmp_path / "e.jsonl"), "--db", db]) == 0
 
 

@@ -145,7 +145,7 @@ def _db(args: argparse.Namespace) -> int:
 
         fp = Target.host().fingerprint()
         table = Table(title=f"{args.db}: best on this machine", title_justify="left")
-        for col in ("workload", "hash", "records", "this machine", "best (ms)", "GFLOP/s",
+        for col in ("workload", "hash", "records", "this machine", "best", "GFLOP/s",
                     "GFLOP"):
             # A long name (a user file's path) folds within 40 columns, so the hash and
             # the figures keep their width.
@@ -156,7 +156,7 @@ def _db(args: argparse.Namespace) -> int:
             top = db.top_k(h, fp, 1)
             best = top[0].latency if top else None
             table.add_row(name + _weights_of(db, h), h, str(n), str(db.count(h, fp)),
-                          "-" if best is None else f"{best * 1e3:.4f}",
+                          "-" if best is None else latency_text(best),
                           # no FLOPs (a transpose): no GFLOP/s to give
                           "-" if best is None or not flops else f"{flops / best / 1e9:.1f}",
                           f"{flops / 1e9:.4f}")
