@@ -225,6 +225,8 @@ def test_tune_model_from_a_user_file(tmp_path, capsys):
                  "--db", db]) == 0
     out = capsys.readouterr().out
     assert "conv2d_add_relu#0" in out and "relative error against PyTorch" in out
+    # the summary starts on a line of its own after the live table (a pipe or a CI log)
+    assert "┘task" not in out and any(ln.startswith("task ") for ln in out.splitlines())
     assert main(["tune-model", f"{net}:nope", "--input", "1,3,6,6"]) == 2
     assert "has no 'nope'" in capsys.readouterr().err
     assert main(["tune-model", str(tmp_path / "none.py:build"), "--input", "1"]) == 2

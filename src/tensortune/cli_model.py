@@ -99,6 +99,8 @@ def tune_model_command(args: argparse.Namespace) -> int:
         compiled = tt.compile_model(graph, xs if len(xs) > 1 else xs[0], trials=args.trials,
                                     database=args.db, scheduler=args.scheduler,
                                     seed=args.seed, progress=progress)
+    if not console.is_terminal:
+        console.line()   # rich ends a Live table written to a file or pipe without one
     console.print(compiled.summary())
     with __import__("torch").no_grad():
         want = model(*xs)
