@@ -126,6 +126,16 @@ def test_tuned_resnet_blocks_match_and_dedupe(tmp_path):
     assert [s.trials for s in again.states] == [s.trials for s in compiled.states]
 
 
+def test_the_summary_says_which_tasks_its_kernel_time_counts():
+    # One batch of 8 goes to the first task; the other runs its guessed schedule, untimed.
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(128, 4))
+    compiled = check(model.eval(), torch.randn(1, 3, 6, 6), trials=8, batch_size=8, seed=0)
+    lines = compiled.summary().splitlines()
+    assert [ln.split()[2] for ln in lines[1:3]] == ["8", "0"] and "untuned" in lines[2]
+    # A small kernel's time is not "0.0": its microseconds in three decimals
+    assert float(lines[1].split()[3]) > 0 and "(1 of 2 tasks timed)" in lines[3]
+
+
 def test_blocks_of_further_model_families_match():
     """The blocks the whole-model benchmark adds (``benchmarks/model_blocks.py``), small:
     squeeze-and-excitation, ConvNeXt's permutes, Inception's and DenseNet's

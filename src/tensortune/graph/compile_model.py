@@ -66,14 +66,18 @@ class CompiledModel:
         w = max([28, *(len(st.name) for st in self.states)])
         rows = [f"{'task':{w}} {'weight':>6} {'trials':>7} {'best (us)':>10} {'share':>6}"]
         for st, tuned, o in zip(self.states, self.tuned, own):
-            lat = f"{st.best_latency * 1e6:10.1f}" if o else \
+            us = st.best_latency * 1e6     # a small model's kernels run in under 0.1 us
+            lat = (f"{us:10.1f}" if us >= 10 else f"{us:10.3f}") if o else \
                 f"{'unmarked' if tuned else 'untuned':>10}"
             share = f"{100 * st.cost / total:5.1f}%" if o and total else f"{'-':>6}"
             rows.append(f"{st.name:{w}} {st.weight:6.0f} {st.trials:7d} {lat} {share}")
         if any(t and not o for t, o in zip(self.tuned, own)):
             rows.append("unmarked: the kernel of the best record of the task's function "
                         "with its weights unmarked (a database tuned before they were)")
-        est = f"{total * 1e3:.3f} ms" if total else "n/a"
+        est = "n/a" if not total else f"{total * 1e3:.3f} ms" if total >= 1e-4 else \
+            f"{total * 1e6:.3f} us"
+        if total and not all(own):     # the untuned and unmarked have no timing here
+            est += f" ({sum(own)} of {len(own)} tasks timed)"
         rows.append(f"{len(self.tasks)} tasks, {len(self.groups)} kernels; kernel time from "
                     f"tuning records {est}; tuning took {self.tune_seconds:.0f} s")
         choices = self.executor.prepacker.choices if self.executor.prepacker else []
