@@ -85,7 +85,8 @@ def tune_model_command(args: argparse.Namespace) -> int:
         for st in states.values():
             ok = st.best_latency < float("inf")
             table.add_row(st.name, f"{st.weight:.0f}", str(st.trials),
-                          f"{st.best_latency * 1e6:.1f}" if ok else "-",
+                          f"{st.best_latency * 1e6:.{1 if st.best_latency >= 1e-5 else 3}f}"
+                          if ok else "-",
                           f"{st.flops / st.best_latency / 1e9:.1f}" if ok else "-",
                           str(st.errors), f"{100 * st.cost / total:.1f}%" if ok else "-")
         return table
