@@ -53,6 +53,12 @@ def test_end_to_end_tune_small_gmm(tmp_path):
     again = tt.compile(f, database=tmp_path / "t.db")
     check_close(again(*ins), evaluate(f, ins)[0])
     assert "sch.sample_perfect_tile(" in res.trace.as_python()
+    # Printed, a result and its kernel say what they are in a line (not pages of IR)
+    assert repr(res) == (f"TuneResult(gmm: best {res.best_latency * 1e6:.3f} us, "
+                         f"{res.gflops:.1f} GFLOP/s, 10 trials in {res.seconds:.1f} s, "
+                         f"{res.errors} errors, database {tmp_path / 't.db'})")
+    shapes = ", ".join(f"{b.name}: float32{list(b.shape)}" for b in f.params)
+    assert repr(again) == f"Kernel(gmm({shapes}), 1 output(s))"
 
 
 def test_last_trials_rebuild_the_best_with_gcc_sched_pressure(tmp_path):

@@ -41,6 +41,10 @@ class Kernel:
     buffers over 64 KiB live in a block that each calling thread keeps between calls
     (until the thread ends, or ``release``)."""
 
+    def __repr__(self) -> str:
+        args = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.func.params)
+        return f"Kernel({self.func.name}({args}), {self.func.num_outputs} output(s))"
+
     def __init__(self, func: PrimFunc, source: str, lib_path: Path, target: Target) -> None:
         self.func = func
         self.source = source

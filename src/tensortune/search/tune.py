@@ -71,6 +71,14 @@ class TuneResult:
     def schedule(self) -> Schedule:
         return Schedule.from_trace(self.func, self.trace)
 
+    def __repr__(self) -> str:
+        # The dataclass's own repr printed the whole function and record: pages of it.
+        best = "no valid candidate" if self.record is None else \
+            f"best {self.best_latency * 1e6:.3f} us, {self.gflops:.1f} GFLOP/s"
+        return (f"TuneResult({self.func.name}: {best}, {self.trials} trials in "
+                f"{self.seconds:.1f} s, {self.errors} errors, database "
+                f"{self.database or 'in memory'})")
+
     @property
     def kernel(self) -> Kernel:
         return build(self.schedule(), self.target)
