@@ -134,6 +134,8 @@ def test_the_summary_says_which_tasks_its_kernel_time_counts():
     assert [ln.split()[2] for ln in lines[1:3]] == ["8", "0"] and "untuned" in lines[2]
     # A small kernel's time is not "0.0": its microseconds in three decimals
     assert float(lines[1].split()[3]) > 0 and "(1 of 2 tasks timed)" in lines[3]
+    assert repr(compiled) == ("CompiledModel(inputs [1, 3, 6, 6]; 2 tasks, 2 kernels, "
+                              "1 tuned; .summary() for each)")
 
 
 def test_blocks_of_further_model_families_match():

@@ -43,6 +43,11 @@ class CompiledModel:
     def __call__(self, *inputs: Any) -> Any:
         return self.executor(*inputs)
 
+    def __repr__(self) -> str:
+        shapes = ", ".join(str(list(self.graph.nodes[n].shape)) for n in self.graph.inputs)
+        return (f"CompiledModel(inputs {shapes}; {len(self.tasks)} tasks, "
+                f"{len(self.groups)} kernels, {sum(self.tuned)} tuned; .summary() for each)")
+
     def profile(self, *inputs: Any, repeat: int = 10) -> str:
         """Measured time of each task's kernels in a real call, largest first."""
         per_task: dict[str, float] = {}
