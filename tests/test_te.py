@@ -65,6 +65,18 @@ def test_create_func_argument_errors():
         te.create_func([A, B, A2, D])
 
 
+def test_a_reduce_axis_read_outside_its_reduction_is_rejected():
+    # It reached the IR verifier as "uses variable(s) ['r'] outside the loops..."
+    A = te.placeholder((4, 4), name="A")
+    r, q = te.reduce_axis(4, "r"), te.reduce_axis(4, "q")
+    with pytest.raises(tt.TEError, match="compute 'B': reduce axis r is read outside a "
+                       "reduction over it"):
+        te.compute((4,), lambda i: A[i, r], name="B")
+    with pytest.raises(tt.TEError, match="compute 'C': reduce axis q is read outside"):
+        te.compute((4,), lambda i: te.sum(A[r, q], axis=r), name="C")
+    te.create_func([A, te.compute((4,), lambda i: te.sum(A[i, r], axis=r), name="D")])
+
+
 def test_out_of_bounds_read_is_rejected_unless_guarded():
     A = te.placeholder((8,), name="A")
     with pytest.raises(tt.TEError, match=r"reads A out of bounds on axis 0.*\[1, 8\]"):

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import TEError
 from ..tir.expr import BufferLoad, Expr, ExprLike, Reduce, Var, check_dtype, const, is_float
-from ..tir.functor import iter_exprs
+from ..tir.functor import free_vars, iter_exprs
 from ..tir.stmt import Buffer
 
 # Buffer uid -> Tensor, so a compute can find the tensors its body reads.
@@ -164,5 +164,12 @@ def compute(
             inputs[x.buffer.uid] = t
     if body.dtype == "bool":
         raise TEError(f"{where}: the body is a boolean condition; cast it or use if_then_else")
+    own = body.axes if isinstance(body, Reduce) else ()
+    stray = [v.name for v in free_vars(body) if isinstance(v, ReduceVar)
+             and not any(v is a for a in own)]
+    if stray:
+        raise TEError(f"{where}: reduce axis {', '.join(sorted(stray))} is read outside a "
+                      "reduction over it; reduce over it (te.sum(..., axis=...)) or index "
+                      "with the compute's own axes")
     buf = Buffer(name, shp, body.dtype)
     return Tensor(buf, ComputeOp(axes, body, tuple(inputs.values())))
