@@ -54,7 +54,8 @@ def test_fuse_and_reorder_errors():
     conv_loops = sch.get_loops(sch.get_block("conv"))
     _raises(sch, lambda: sch.fuse(pad_loops[0], conv_loops[1]), "only perfectly nested")
     _raises(sch, lambda: sch.reorder(pad_loops[0], conv_loops[0]), "single perfect nest")
-    _raises(sch, lambda: sch.reorder(conv_loops[0], conv_loops[0]), "listed twice")
+    _raises(sch, lambda: sch.reorder(conv_loops[0], conv_loops[0]),
+            r"reorder: loop n is listed twice; list each once")
 
 
 def test_parallel_vectorize_errors():
