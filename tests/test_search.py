@@ -54,7 +54,9 @@ def test_end_to_end_tune_small_gmm(tmp_path):
     check_close(again(*ins), evaluate(f, ins)[0])
     assert "sch.sample_perfect_tile(" in res.trace.as_python()
     # Printed, a result and its kernel say what they are in a line (not pages of IR)
-    assert repr(res) == (f"TuneResult(gmm: best {res.best_latency * 1e6:.3f} us, "
+    from tensortune.measure.roofline import latency_text
+
+    assert repr(res) == (f"TuneResult(gmm: best {latency_text(res.best_latency)}, "
                          f"{res.gflops:.1f} GFLOP/s, 10 trials in {res.seconds:.1f} s, "
                          f"{res.errors} errors, database {tmp_path / 't.db'})")
     shapes = ", ".join(f"{b.name}: float32{list(b.shape)}" for b in f.params)

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .measure.roofline import latency_text
+
+__all__ = ["best_text", "clock", "latency_text", "live_columns", "percent_text"]
+
 if TYPE_CHECKING:
     from .measure.roofline import Roofline
 
@@ -46,20 +50,6 @@ def live_columns(width: int = 80) -> list[Any]:
     return [TextColumn("{task.description}"), BarColumn(bar_width=max(4, min(40, width - 76))),
             MofNCompleteColumn(), TextColumn("best {task.fields[best]}"),
             TextColumn("err {task.fields[errors]}"), Times()]
-
-
-def latency_text(seconds: float) -> str:
-    """A kernel's time in the unit that shows it: a 1000-element sum's 64 ns read
-    "0.0000 ms" in milliseconds.
-
-    >>> [latency_text(s) for s in (6.4e-8, 1.62e-6, 7.021e-4, 1.5)]
-    ['64.0 ns', '1.620 us', '0.7021 ms', '1.500 s']
-    """
-    if seconds < 1e-6:
-        return f"{seconds * 1e9:.1f} ns"
-    if seconds < 1e-4:
-        return f"{seconds * 1e6:.3f} us"
-    return f"{seconds * 1e3:.4f} ms" if seconds < 1 else f"{seconds:.3f} s"
 
 
 def percent_text(percent: float) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from ..codegen import Target
 from ..database import Database, DatabaseError
 from ..kernel import Kernel
+from ..measure.roofline import latency_text
 from ..search.guess import guessed_kernel
 from ..search.records import best_record
 from ..search.task_scheduler import TaskScheduler, TaskState
@@ -79,8 +80,7 @@ class CompiledModel:
         if any(t and not o for t, o in zip(self.tuned, own)):
             rows.append("unmarked: the kernel of the best record of the task's function "
                         "with its weights unmarked (a database tuned before they were)")
-        est = "n/a" if not total else f"{total * 1e3:.3f} ms" if total >= 1e-4 else \
-            f"{total * 1e6:.3f} us"
+        est = latency_text(total) if total else "n/a"
         if total and not all(own):     # the untuned and unmarked have no timing here
             est += f" ({sum(own)} of {len(own)} tasks timed)"
         rows.append(f"{len(self.tasks)} tasks, {len(self.groups)} kernels; kernel time from "

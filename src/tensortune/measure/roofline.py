@@ -121,3 +121,17 @@ class Roofline:
         bw = read_bandwidth(t.cores, nbytes, t, seconds=seconds)
         return cls(peak, bw, flop_count(func) if flops is None else flops, nbytes,
                    cache_level(nbytes, t))
+
+
+def latency_text(seconds: float) -> str:
+    """A kernel's time in the unit that shows it: a 1000-element sum's 64 ns read
+    "0.0000 ms" in milliseconds.
+
+    >>> [latency_text(s) for s in (6.4e-8, 1.62e-6, 7.021e-4, 1.5)]
+    ['64.0 ns', '1.620 us', '0.7021 ms', '1.500 s']
+    """
+    if seconds < 1e-6:
+        return f"{seconds * 1e9:.1f} ns"
+    if seconds < 1e-4:
+        return f"{seconds * 1e6:.3f} us"
+    return f"{seconds * 1e3:.4f} ms" if seconds < 1 else f"{seconds:.3f} s"

@@ -27,6 +27,7 @@ from ..errors import TensorTuneError
 from ..kernel import Kernel, build
 from ..measure import LocalBuilder, LocalRunner
 from ..measure.builder import SHARE
+from ..measure.roofline import latency_text
 from ..rewrite import rewrite as rewritten_form
 from ..schedule import Schedule, Trace
 from ..tir.constant_stages import mark_weights
@@ -74,7 +75,7 @@ class TuneResult:
     def __repr__(self) -> str:
         # The dataclass's own repr printed the whole function and record: pages of it.
         best = "no valid candidate" if self.record is None else \
-            f"best {self.best_latency * 1e6:.3f} us, {self.gflops:.1f} GFLOP/s"
+            f"best {latency_text(self.best_latency)}, {self.gflops:.1f} GFLOP/s"
         return (f"TuneResult({self.func.name}: {best}, {self.trials} trials in "
                 f"{self.seconds:.1f} s, {self.errors} errors, database "
                 f"{self.database or 'in memory'})")
