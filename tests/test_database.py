@@ -104,6 +104,12 @@ def test_resume_never_remeasures(tmp_path):
     tt.tune(f, trials=6, database=path, strategy="replay", seed=1)
     recs = Database(path).records(f.structural_hash())
     assert len(recs) == 12 and len({r.program for r in recs}) == 12
+    # Another shape: the error gives the stored one's signature (the --shape to give)
+    a = f.params[0]
+    with pytest.raises(DatabaseError, match=rf"no record for gmm .*another shape or "
+                       rf"definition \(workloads {f.structural_hash()}: gmm\(A: float32"
+                       rf"\[{a.shape[0]}, {a.shape[1]}\], B"):
+        tt.compile(tt.workloads.get("gmm", M=8, N=8, K=8), database=path)
 
 
 def test_records_from_another_machine(tmp_path):

@@ -55,8 +55,15 @@ def best_record(func: PrimFunc, db: Database, target: Target) -> TuningRecord:
             + "; ".join(d or t for t, d in others.items()) + f"), not for this one ({target}); "
             "tune it here first")
     same_name = [h for h, name, _, n in db.workloads() if name == func.name and n]
+
+    def signature(h: str) -> str:
+        # The stored text's first line, "def gmm(A: float32[32, 32], ...):", says which
+        # shapes were tuned (the --shape to give).
+        text = db.workload_text(h)
+        head = text[1].split("\n", 1)[0].removeprefix("def ").rstrip(":") if text else ""
+        return f"{h}: {head}" if head else h
     hint = (f"; it has {func.name} with another shape or definition (workloads "
-            f"{', '.join(same_name)})") if same_name else ""
+            f"{'; '.join(signature(h) for h in same_name)})") if same_name else ""
     raise DatabaseError(f"{db.path} has no record for {func.name} (workload {wl}){hint}; "
                         "tune it first (tt.tune or tensortune tune)")
 
