@@ -152,6 +152,10 @@ def test_user_file_workload_and_errors(tmp_path, capsys):
     assert "# mine (workload " in shown and "path/to/file.py:mine" in shown
     assert main(["show", "matmul_reLU", "--db", db]) == 2
     assert f"t.db holds records of: {ops}:matmul_relu, mine" in capsys.readouterr().err
+    # a wrong weight is said before the machine is read and the live line drawn
+    assert main(["tune", f"{ops}:matmul_relu", "--weights", "Q", "--trials", "1"]) == 2
+    said = capsys.readouterr()
+    assert "weight 'Q' is not a parameter" in said.err and "tuning" not in said.out
     assert main(["tune", f"{ops}:nope", "--trials", "1"]) == 2
     assert "has no 'nope'; it defines: matmul_relu" in capsys.readouterr().err
     assert main(["tune", f"{ops}:matmul_relu", "--shape", "m=4", "--trials", "1"]) == 2

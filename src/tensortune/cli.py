@@ -56,7 +56,12 @@ def _tune(args: argparse.Namespace) -> int:
 
     console = Console()
     func = tt.workloads.resolve(args.workload, small=args.small, **_shape(args.shape))
-    given = _given_inputs(args.inputs, func)    # its errors before the machine is read
+    # --inputs and --weights checked before the machine is read: their errors come first
+    given = _given_inputs(args.inputs, func)
+    if args.weights:
+        from tensortune.tir.constant_stages import mark_weights
+
+        mark_weights(func, args.weights)
     target = tt.Target.host()
     roof = Roofline.measure(func, target)
     # A function from the user's file is named as they named it, ``file.py:name``
