@@ -105,7 +105,7 @@ def programs(func: tt.PrimFunc, gen: PostOrderApply, target: Target,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--workloads", default=CONVS)
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)

@@ -106,7 +106,7 @@ def build_all(batch_list: list[list[BuildInput]], target: Target, share: int
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--workloads", default="c3d,t2d")
     ap.add_argument("--batches", type=int, default=4)
     ap.add_argument("--size", type=int, default=16)

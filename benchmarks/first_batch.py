@@ -51,7 +51,7 @@ def first_batch_ratio(pred: np.ndarray, y: np.ndarray, population: int, batch: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--db", required=True, help="a database of random draws (replay runs)")
     ap.add_argument("--tune", default="", help="workloads to replay-tune into --db first")
     ap.add_argument("--trials", type=int, default=96)

@@ -35,7 +35,7 @@ LAYERS = ("gmm", "dense", "c2d", "c1d", "c3d", "grp", "dil", "dep", "t2d", "lnm"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--workloads", default="dense,c2d,convlayer")
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)

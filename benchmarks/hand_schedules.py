@@ -29,7 +29,7 @@ from tensortune.reference import random_inputs  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--markdown", action="store_true", help="print a RESULTS.md table")
     args = ap.parse_args()

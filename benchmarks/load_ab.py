@@ -45,7 +45,7 @@ while True:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--workload", default="bmm")
     ap.add_argument("--trials", type=int, default=128)
     ap.add_argument("--seeds", default="0,1,2")

@@ -21,7 +21,7 @@ from tensortune.database import Database
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("databases", nargs="+")
     args = ap.parse_args(argv)
     target = Target.host()

@@ -81,7 +81,7 @@ def onnxruntime_time(model: Any, x: torch.Tensor, out: Path) -> float | None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--trials", type=int, default=2000, help="trial budget per model")
     ap.add_argument("--scheduler", default="gradient")

@@ -44,7 +44,7 @@ def matmul_bias_relu(M: int, N: int, K: int) -> tt.PrimFunc:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--shapes", default=SHAPES)
     ap.add_argument("--seed", type=int, default=1)

@@ -93,7 +93,7 @@ def time_once(func: Any, spaces: Any, calls: list[tuple[str, list[Any]]]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("capture")
     c.add_argument("--workload", default="c3d")

@@ -46,7 +46,7 @@ SUITE = "gmm,dense,c2d,bmm,c1d,c3d,grp,dil,dep,t2d,nrm,smx,lnm,convlayer,tbg"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--workloads", default=SUITE)
     ap.add_argument("--draws", type=int, default=100)
     ap.add_argument("--emit", type=int, default=16)

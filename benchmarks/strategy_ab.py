@@ -48,7 +48,7 @@ TUNE_ARMS: dict[str, dict[str, object]] = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--workloads", required=True)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--trials", type=int, default=256)

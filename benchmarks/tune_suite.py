@@ -69,7 +69,7 @@ def best_at(history: list[tuple[int, float]], n: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--trials", type=int, default=256)
     ap.add_argument("--checkpoints", default="64,256")
     ap.add_argument("--workloads", default=",".join(tt.workloads.names()))

@@ -192,7 +192,7 @@ def serve(name: str, dirs: list[str]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--workloads", default="gmm,c2d")
     ap.add_argument("--trials", default="64,256")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)

@@ -176,7 +176,7 @@ def _cases() -> dict[str, Case]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("--cases", default=None, help="comma-separated; default: all")
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--seed", type=int, default=1)
