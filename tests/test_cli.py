@@ -43,8 +43,8 @@ def test_tune_show_and_db_commands(tmp_path, capsys):
     assert "timed with other C" in capsys.readouterr().out
     assert main(["db", "list", "--db", db]) == 0
     listed = capsys.readouterr().out
-    from tensortune.cli_live import latency_text
     from tensortune.database import Database
+    from tensortune.measure.roofline import latency_text
 
     best = min(r.latency for r in Database(db).records())
     row = next(line for line in listed.splitlines() if "gmm" in line)
@@ -110,7 +110,7 @@ def test_the_live_line_fits_80_columns_where_reading_binds(capsys, monkeypatch, 
 
 def test_a_latency_is_shown_in_the_unit_that_shows_it():
     # A 1000-element sum's 64 ns read "0.0000 ms" in the summary and in show
-    from tensortune.cli_live import latency_text
+    from tensortune.measure.roofline import latency_text
 
     shown = [latency_text(s) for s in (6.4e-8, 1.62e-6, 9.99e-5, 1e-4, 7.021e-4, 1.5)]
     assert shown == ["64.0 ns", "1.620 us", "99.900 us", "0.1000 ms", "0.7021 ms", "1.500 s"]

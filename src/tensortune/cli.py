@@ -17,8 +17,9 @@ import argparse
 import sys
 from typing import Any
 
-from .cli_live import best_text, latency_text, live_columns
+from .cli_live import best_text, live_columns
 from .cli_model import tune_model_command
+from .measure.roofline import latency_text
 
 
 def _shape(text: str | None) -> dict[str, int]:
@@ -70,14 +71,12 @@ def _tune(args: argparse.Namespace) -> int:
         else func.name
     console.print(f"[bold]{shown}[/] on {target}\n{roof.describe()}")
     with Progress(*live_columns(console.width), console=console, transient=False) as bar:
-        def best(latency: float) -> str:
-            return best_text(roof, latency)
-
-        task = bar.add_task("tuning", total=args.trials, best=best(float("inf")), errors=0)
+        task = bar.add_task("tuning", total=args.trials, best=best_text(roof, float("inf")),
+                            errors=0)
 
         def progress(ev: dict[str, Any]) -> None:
             what = {"retiming": "re-timing", "retimed": "tuned"}
-            bar.update(task, completed=ev["trials"], best=best(ev["best"]),
+            bar.update(task, completed=ev["trials"], best=best_text(roof, ev["best"]),
                        errors=ev["errors"], description=what.get(ev["stage"], "tuning"))
 
         res = tt.tune(func, trials=args.trials, database=args.db, target=target,

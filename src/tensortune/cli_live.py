@@ -10,10 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .measure.roofline import latency_text
-
-__all__ = ["best_text", "clock", "latency_text", "live_columns", "percent_text"]
-
 if TYPE_CHECKING:
     from .measure.roofline import Roofline
 

@@ -61,6 +61,7 @@ def tune_model_command(args: argparse.Namespace) -> int:
 
     import tensortune as tt
     from tensortune.graph.from_torch import from_torch
+    from tensortune.measure.roofline import microseconds_text
 
     console = Console()
     model = _load_model(args.model)
@@ -85,8 +86,7 @@ def tune_model_command(args: argparse.Namespace) -> int:
         for st in states.values():
             ok = st.best_latency < float("inf")
             table.add_row(st.name, f"{st.weight:.0f}", str(st.trials),
-                          f"{st.best_latency * 1e6:.{1 if st.best_latency >= 1e-5 else 3}f}"
-                          if ok else "-",
+                          microseconds_text(st.best_latency) if ok else "-",
                           f"{st.flops / st.best_latency / 1e9:.1f}" if ok else "-",
                           str(st.errors), f"{100 * st.cost / total:.1f}%" if ok else "-")
         return table

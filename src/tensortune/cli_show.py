@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli_live import latency_text
 from .database import Database
 from .errors import TensorTuneError
+from .measure.roofline import latency_text
 
 
 def show_command(args: argparse.Namespace, shape: dict[str, int]) -> int:

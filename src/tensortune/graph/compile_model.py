@@ -19,7 +19,7 @@ from typing import Any
 from ..codegen import Target
 from ..database import Database, DatabaseError
 from ..kernel import Kernel
-from ..measure.roofline import latency_text
+from ..measure.roofline import latency_text, microseconds_text
 from ..search.guess import guessed_kernel
 from ..search.records import best_record
 from ..search.task_scheduler import TaskScheduler, TaskState
@@ -72,8 +72,7 @@ class CompiledModel:
         w = max([28, *(len(st.name) for st in self.states)])
         rows = [f"{'task':{w}} {'weight':>6} {'trials':>7} {'best (us)':>10} {'share':>6}"]
         for st, tuned, o in zip(self.states, self.tuned, own):
-            us = st.best_latency * 1e6     # a small model's kernels run in under 0.1 us
-            lat = (f"{us:10.1f}" if us >= 10 else f"{us:10.3f}") if o else \
+            lat = f"{microseconds_text(st.best_latency):>10}" if o else \
                 f"{'unmarked' if tuned else 'untuned':>10}"
             share = f"{100 * st.cost / total:5.1f}%" if o and total else f"{'-':>6}"
             rows.append(f"{st.name:{w}} {st.weight:6.0f} {st.trials:7d} {lat} {share}")

@@ -123,6 +123,17 @@ class Roofline:
                    cache_level(nbytes, t))
 
 
+def microseconds_text(seconds: float) -> str:
+    """A kernel's time in microseconds for a column headed "(us)": one decimal from 10
+    us, three below, where a small model's kernels (under 0.1 us) read "0.0".
+
+    >>> [microseconds_text(s) for s in (4.2e-9, 1.62e-6, 1.912e-5)]
+    ['0.004', '1.620', '19.1']
+    """
+    us = seconds * 1e6
+    return f"{us:.1f}" if us >= 10 else f"{us:.3f}"
+
+
 def latency_text(seconds: float) -> str:
     """A kernel's time in the unit that shows it: a 1000-element sum's 64 ns read
     "0.0000 ms" in milliseconds.

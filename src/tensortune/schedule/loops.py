@@ -114,8 +114,10 @@ def reorder(func: PrimFunc, vars_: list[Var]) -> PrimFunc:
 
     Before: ``for i: for j: for k: block``;  after ``reorder(k, i)``: ``for k: for j: for i``
     """
-    twice = sorted({v.name for v in vars_ if sum(u is v for u in vars_) > 1})
-    check(not twice, f"reorder: loop {', '.join(twice)} is listed twice; list each once")
+    if len(set(vars_)) != len(vars_):   # (the names are worked out only for the error)
+        twice = sorted({v.name for v in vars_ if sum(u is v for u in vars_) > 1})
+        raise ScheduleError(f"reorder: loop {', '.join(twice)} is listed twice; list each "
+                            "once")
     found = [find_loop(func, v) for v in vars_]
     outer_i = min(range(len(found)), key=lambda i: len(found[i][1]))
     chain: list[For] = [found[outer_i][0]]

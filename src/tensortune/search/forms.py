@@ -4,12 +4,12 @@ for it (``ALGORITHMS``: Winograd's F(2x2, 3x3) for a 3x3 convolution by default,
 F(4x4, 3x3) when asked for), each its own workload in the database with its own search,
 checked against the same reference.
 
-F(4x4, 3x3) is not a default. Its programs cost about 4x an F(2x2, 3x3) program's gcc
-time (2.2 s against 0.55 on the Xeon of RESULTS.md), and its search needs more trials:
-on CONVLAYER its best read 1.005 ms after 125 trials in one run, 0.503 ms after 192 in
-another. Given 256
-trials of its own it ran C2D 1.09x faster than F(2x2, 3x3) given as many, and CONVLAYER
-0.98x; within a 256-trial budget it only took trials from the other forms.
+F(4x4, 3x3) is not a default. Its programs cost 2-4x an F(2x2, 3x3) program's gcc time
+(1.56-2.26 s a build against 0.52-0.71 on the Xeon of RESULTS.md), and its search needs
+more trials: on CONVLAYER its best read 1.005 ms after 125 trials in one run, 0.503 ms
+after 192 in another. Given 256 trials of its own it ran C2D 1.09x faster than F(2x2,
+3x3) given as many, and CONVLAYER 0.98x; within a 256-trial budget it only took trials
+from the other forms.
 
 Another algorithm is not always the faster one, and its search may start slower: on
 CONVLAYER the Winograd form's best after 32 trials read 114-161 GFLOP/s against the

@@ -150,7 +150,7 @@ def tune(func: PrimFunc, *, trials: int = 64, database: str | Path | Database | 
     own, sharing the budget equally, and the result is the fastest record of any form
     (``result.func`` the form it ran); GFLOP/s count the work of the form given.
     ``algorithms`` may instead name them (``search.forms.ALGORITHMS``): ``["winograd4"]``
-    tunes F(4x4, 3x3) beside the direct form, at about 4x the gcc time a trial.
+    tunes F(4x4, 3x3) beside the direct form, at 2-4x F(2x2, 3x3)'s gcc time a trial.
     ``progress`` gets a dict after each trial (``stage`` "trial", the record in ``last``)
     and around the re-timing ("retiming", then "retimed" with the best after it).
     ``weights`` names inputs that stay fixed while the kernel is used (a layer's weight
